@@ -1,0 +1,50 @@
+"""Pick the embedded LLM by evidence: tuple extraction on the sample's captions vs the
+hand-written gold tuples, per embedded model, with wall time. Run by `make compare-llms`.
+
+Calls go through the normal gateway into the project warehouse, so the chosen model's answers
+are recorded (and later exported to the ledger) and never asked twice."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+
+from prove_assets.backends.llm import LLMGateway
+from prove_assets.backends.local_llm import EMBEDDED_MODELS
+from prove_assets.config import SAMPLE_DIR, warehouse_path
+from prove_assets.core.quality import KINDS, extraction_quality
+from prove_assets.core.scoring import SentenceEmbedder
+from prove_assets.core.tuples import parse_tuples
+from prove_assets.defs.benchmark import tuples_request
+from prove_assets.defs.resources import LLMResource
+from prove_assets.storage.warehouse import Warehouse
+
+
+def main(models: list[str]) -> None:
+    captions = [json.loads(line) for line in (SAMPLE_DIR / "captions.jsonl").read_text().splitlines() if line.strip()]
+    gold = json.loads((SAMPLE_DIR / "gold_tuples.json").read_text())
+    embedder = SentenceEmbedder()
+    wh = Warehouse(warehouse_path())
+    print(f"{'model':40} {'entity P/R/F1':>18} {'attribute P/R/F1':>18} {'relation P/R/F1':>18} {'failed':>6} {'wall s':>7}")
+    for model in models:
+        settings = replace(LLMResource(model=model).settings())
+        started = time.monotonic()
+        with LLMGateway(settings, wh, log=lambda m: print(m, file=sys.stderr)) as gw:
+            results = gw.run([tuples_request(c["caption"]) for c in captions],
+                             lambda d, t: print(f"  {model}: {d}/{t}", file=sys.stderr, flush=True))
+            sent = gw.sent
+        wall = time.monotonic() - started
+        pred_all, gold_all, failed = [], [], 0
+        for c, r in zip(captions, results, strict=True):
+            failed += r.error is not None
+            pred_all += r.data or []
+            gold_all += parse_tuples(gold[c["id"]])
+        q = extraction_quality(pred_all, gold_all, embedder)
+        cells = [f"{q[k]['precision']:.2f}/{q[k]['recall']:.2f}/{q[k]['f1']:.2f}" for k in KINDS]
+        print(f"{model:40} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18} {failed:>6} {wall:>7.0f}  ({sent} requests sent)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or list(EMBEDDED_MODELS))

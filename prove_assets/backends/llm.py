@@ -1,0 +1,397 @@
+"""The LLM gateway: every LLM/VLM request goes through here.
+
+- any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp server, Ollama) via the `openai`
+  client, whose own retries (exponential backoff, Retry-After) handle 429/5xx/timeouts;
+- with no endpoint configured, the embedded llama.cpp server (started on the first cache miss);
+- every call recorded in `prove.llm_calls` and cached by request hash: an identical request is
+  never sent twice, across runs. Failed calls are recorded too but never served from cache, so
+  the next materialization retries them;
+- JSON output constrained where the server supports it, else extracted from the text, with one
+  repair request when it does not parse.
+API keys are read from the environment at call time and never written anywhere.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from prove_assets.core.prompts import Prompt
+from prove_assets.storage.warehouse import SCHEMA, Warehouse
+
+DEFAULT_EMBEDDED_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+
+LLM_CALLS_DDL = f"""
+CREATE TABLE IF NOT EXISTS {SCHEMA}.llm_calls (
+    call_id VARCHAR PRIMARY KEY, request_hash VARCHAR, model VARCHAR, endpoint VARCHAR,
+    prompt_name VARCHAR, prompt_version VARCHAR, messages VARCHAR, response_format VARCHAR,
+    response VARCHAR, finish_reason VARCHAR, usage VARCHAR, latency_s DOUBLE, error VARCHAR,
+    source VARCHAR, run_id VARCHAR, created_at TIMESTAMP
+)"""
+
+_DATA_URL = re.compile(r"data:image/[a-z+]+;base64,[A-Za-z0-9+/=]+")
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Where requests go and how they are made. `base_url=None` means the embedded model."""
+
+    base_url: str | None = None
+    model: str = DEFAULT_EMBEDDED_MODEL
+    api_key_env: str | None = None
+    gguf_path: str | None = None
+    json_mode: str = "auto"  # auto | llamacpp | json_schema | json_object | none
+    temperature: float = 0.0
+    seed: int = 0
+    max_tokens: int = 2048
+    timeout_s: float = 600.0
+    max_retries: int = 4
+    max_concurrency: int = 1
+
+    @property
+    def embedded(self) -> bool:
+        return not self.base_url
+
+    def resolved_json_mode(self) -> str:
+        if self.json_mode != "auto":
+            return self.json_mode
+        return "llamacpp" if self.embedded or ":8080" in (self.base_url or "") else "json_schema"
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One chat request: a prompt file rendered with values, optionally expecting JSON.
+
+    `validate` turns parsed JSON into the caller's structure and raises ValueError when the
+    shape is wrong (that triggers the one repair request)."""
+
+    prompt: Prompt
+    values: dict[str, Any]
+    schema: dict[str, Any] | None = None
+    validate: Callable[[Any], Any] | None = None
+    max_tokens: int | None = None
+    image_url: str | None = None  # a data URL attached to the last user turn (vision chat)
+
+    def messages(self) -> list[dict[str, Any]]:
+        msgs = self.prompt.render(**self.values)
+        if self.image_url:
+            last = msgs[-1]
+            msgs[-1] = {"role": last["role"], "content": [
+                {"type": "image_url", "image_url": {"url": self.image_url}},
+                {"type": "text", "text": last["content"]}]}
+        return msgs
+
+
+@dataclass
+class LLMResult:
+    call_id: str | None
+    text: str | None
+    data: Any = None
+    error: str | None = None
+    cached: bool = False
+    latency_s: float | None = None
+    call_ids: list[str] = field(default_factory=list)  # every call made for it (incl. repair)
+
+
+class LLMCallError(RuntimeError):
+    pass
+
+
+def extract_json(text: str) -> Any:
+    """Parse JSON from model text: plain, fenced in ```json, or the first balanced {...}/[...]."""
+    text = text.strip()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    fence = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
+    if fence:
+        try:
+            return json.loads(fence.group(1))
+        except json.JSONDecodeError:
+            pass
+    for opener, closer in (("{", "}"), ("[", "]")):
+        start = text.find(opener)
+        while start != -1:
+            depth, in_str, esc = 0, False, False
+            for i in range(start, len(text)):
+                ch = text[i]
+                if in_str:
+                    esc = (ch == "\\") and not esc
+                    if ch == '"' and not esc:
+                        in_str = False
+                    continue
+                if ch == '"':
+                    in_str = True
+                elif ch == opener:
+                    depth += 1
+                elif ch == closer:
+                    depth -= 1
+                    if depth == 0:
+                        try:
+                            return json.loads(text[start : i + 1])
+                        except json.JSONDecodeError:
+                            break
+            start = text.find(opener, start + 1)
+    raise ValueError(f"no JSON object found in model output ({len(text)} chars: {text[:120]!r})")
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _redact_images(messages_json: str) -> str:
+    """Stored messages keep a short image fingerprint instead of megabytes of base64."""
+    return _DATA_URL.sub(lambda m: f"<image sha256={hashlib.sha256(m.group(0).encode()).hexdigest()[:16]}>", messages_json)
+
+
+class LLMGateway:
+    """Recorded, cached, bounded-concurrency access to one chat model. Use as a context
+    manager: it stops the embedded server (if it started one) on exit."""
+
+    def __init__(self, settings: LLMSettings, warehouse: Warehouse, run_id: str | None = None,
+                 ledger: Path | None = None, log: Callable[[str], None] | None = None):
+        self.settings = settings
+        self.warehouse = warehouse
+        self.run_id = run_id
+        self.log = log or (lambda msg: None)
+        self.sent = 0
+        self.cached = 0
+        self.failed = 0
+        self._lock = threading.Lock()
+        self._client: openai.OpenAI | None = None
+        self._server: Any = None
+        with self.warehouse.connect() as con:
+            con.execute(LLM_CALLS_DDL)
+        if ledger is not None and settings.embedded and Path(ledger).exists():
+            n = import_ledger(warehouse, Path(ledger))
+            if n:
+                self.log(f"loaded {n} recorded calls of the embedded model from {ledger}")
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> LLMGateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    @property
+    def endpoint(self) -> str:
+        return self.settings.base_url or "embedded"
+
+    def _get_client(self) -> openai.OpenAI:
+        with self._lock:
+            if self._client is None:
+                base_url = self.settings.base_url
+                if self.settings.embedded:
+                    from prove_assets.backends.local_llm import EmbeddedLLMServer, ensure_gguf
+
+                    gguf = Path(self.settings.gguf_path) if self.settings.gguf_path else ensure_gguf(self.settings.model)
+                    self.log(f"starting the embedded LLM {self.settings.model} ({gguf.name}) on 127.0.0.1")
+                    self._server = EmbeddedLLMServer(gguf).start()
+                    base_url = self._server.base_url
+                key_env = self.settings.api_key_env
+                api_key = os.environ.get(key_env, "") if key_env else "no-key"
+                if key_env and not api_key:
+                    raise LLMCallError(f"environment variable {key_env} (the API key) is not set")
+                self._client = openai.OpenAI(base_url=base_url, api_key=api_key,
+                                             timeout=self.settings.timeout_s, max_retries=self.settings.max_retries)
+            return self._client
+
+    # --- requests ----------------------------------------------------------------------------
+    def _body(self, messages: list[dict[str, Any]], schema: dict | None, max_tokens: int | None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.settings.model, "messages": messages, "temperature": self.settings.temperature,
+            "seed": self.settings.seed, "max_tokens": max_tokens or self.settings.max_tokens,
+        }
+        mode = self.settings.resolved_json_mode()
+        if schema is not None and mode != "none":
+            body["response_format"] = {
+                "llamacpp": {"type": "json_object", "schema": schema},
+                "json_schema": {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}},
+                "json_object": {"type": "json_object"},
+            }[mode]
+        return body
+
+    @staticmethod
+    def request_hash(body: dict[str, Any]) -> str:
+        # The endpoint URL is not part of the key: the embedded server's port changes every start.
+        return hashlib.sha256(_canonical(body).encode()).hexdigest()
+
+    def _lookup(self, hashes: list[str]) -> dict[str, dict[str, Any]]:
+        if not hashes:
+            return {}
+        df = self.warehouse.query(
+            f"SELECT * FROM {SCHEMA}.llm_calls WHERE error IS NULL AND request_hash IN "
+            f"(SELECT unnest(?::VARCHAR[])) QUALIFY row_number() OVER (PARTITION BY request_hash ORDER BY created_at DESC) = 1",
+            [list(set(hashes))],
+        )
+        return {r["request_hash"]: r for r in df.to_dict("records")}
+
+    def _record(self, row: dict[str, Any]) -> None:
+        cols = list(row)
+        with self._lock, self.warehouse.connect() as con:
+            con.execute(f"INSERT INTO {SCHEMA}.llm_calls ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                        [row[c] for c in cols])
+
+    def _send(self, prompt: Prompt, body: dict[str, Any], rhash: str) -> dict[str, Any]:
+        """Send one request (the client retries 429/5xx/timeouts) and record it, failed or not."""
+        call_id = uuid.uuid4().hex
+        started = time.monotonic()
+        row: dict[str, Any] = {
+            "call_id": call_id, "request_hash": rhash, "model": self.settings.model, "endpoint": self.endpoint,
+            "prompt_name": prompt.name, "prompt_version": prompt.version,
+            "messages": _redact_images(_canonical(body["messages"])),
+            "response_format": _canonical(body.get("response_format")), "response": None, "finish_reason": None,
+            "usage": None, "latency_s": None, "error": None, "source": "live", "run_id": self.run_id,
+            "created_at": datetime.now(UTC).replace(tzinfo=None),
+        }
+        try:
+            resp = self._get_client().chat.completions.create(**body)
+            choice = resp.choices[0]
+            row["response"] = choice.message.content or ""
+            row["finish_reason"] = choice.finish_reason
+            row["usage"] = _canonical(resp.usage.model_dump()) if resp.usage else None
+        except (openai.OpenAIError, LLMCallError, ValueError, TypeError, AttributeError, IndexError) as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+        row["latency_s"] = round(time.monotonic() - started, 3)
+        self._record(row)
+        with self._lock:
+            self.sent += 1
+            self.failed += row["error"] is not None
+        return row
+
+    def _call(self, prompt: Prompt, body: dict[str, Any], cache: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+        rhash = self.request_hash(body)
+        hit = cache.get(rhash) or self._lookup([rhash]).get(rhash)
+        if hit is not None:
+            with self._lock:
+                self.cached += 1
+            return hit, True
+        return self._send(prompt, body, rhash), False
+
+    def _complete(self, req: LLMRequest, cache: dict[str, dict[str, Any]]) -> LLMResult:
+        messages = req.messages()
+        body = self._body(messages, req.schema, req.max_tokens)
+        row, cached = self._call(req.prompt, body, cache)
+        result = LLMResult(call_id=row["call_id"], text=row["response"], cached=cached, latency_s=row["latency_s"],
+                           call_ids=[row["call_id"]])
+        if row["error"]:
+            result.error = row["error"]
+            return result
+        if req.schema is None:
+            result.data = row["response"]
+            return result
+        try:
+            result.data = self._parse(req, row)
+            return result
+        except ValueError as exc:
+            problem = str(exc)
+        # One repair request: show the model its output and what was wrong with it.
+        repair = messages + [
+            {"role": "assistant", "content": row["response"] or ""},
+            {"role": "user", "content": f"That output is not valid: {problem[:300]}. Reply with the corrected JSON only."},
+        ]
+        rrow, rcached = self._call(req.prompt, self._body(repair, req.schema, req.max_tokens), cache)
+        result.call_ids.append(rrow["call_id"])
+        result.call_id, result.text, result.cached = rrow["call_id"], rrow["response"], cached and rcached
+        if rrow["error"]:
+            result.error = rrow["error"]
+            return result
+        try:
+            result.data = self._parse(req, rrow)
+        except ValueError as exc2:
+            result.error = f"malformed JSON after one repair: {str(exc2)[:300]}"
+        return result
+
+    @staticmethod
+    def _parse(req: LLMRequest, row: dict[str, Any]) -> Any:
+        if row.get("finish_reason") == "length":
+            raise ValueError("output was cut off at max_tokens")
+        data = extract_json(row["response"] or "")
+        return req.validate(data) if req.validate else data
+
+    def run(self, requests: list[LLMRequest], on_progress: Callable[[int, int], None] | None = None) -> list[LLMResult]:
+        """Complete many requests: cache looked up in one query, misses sent with bounded
+        concurrency, results in request order."""
+        bodies = [self._body(r.messages(), r.schema, r.max_tokens) for r in requests]
+        cache = self._lookup([self.request_hash(b) for b in bodies])
+        results: list[LLMResult | None] = [None] * len(requests)
+        done = 0
+
+        def work(i: int) -> None:
+            nonlocal done
+            results[i] = self._complete(requests[i], cache)
+            with self._lock:
+                done += 1
+            if on_progress:
+                on_progress(done, len(requests))
+
+        workers = max(1, self.settings.max_concurrency)
+        if workers == 1:
+            for i in range(len(requests)):
+                work(i)
+        else:
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(work, range(len(requests))))
+        return [r for r in results if r is not None]
+
+
+@contextmanager
+def open_gateway(settings: LLMSettings, warehouse: Warehouse, **kwargs: Any) -> Iterator[LLMGateway]:
+    gateway = LLMGateway(settings, warehouse, **kwargs)
+    try:
+        yield gateway
+    finally:
+        gateway.close()
+
+
+# --- the recorded ledger -------------------------------------------------------------------
+def export_ledger(warehouse: Warehouse, path: Path, model: str) -> int:
+    """Write the embedded model's successful live calls as gzipped JSON lines (the ledger)."""
+    df = warehouse.query(
+        f"SELECT * EXCLUDE (run_id) FROM {SCHEMA}.llm_calls WHERE model = ? AND error IS NULL ORDER BY created_at", [model]
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for rec in df.to_dict("records"):
+            rec["created_at"] = str(rec["created_at"])
+            rec["source"] = "ledger"
+            f.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
+    return len(df)
+
+
+def import_ledger(warehouse: Warehouse, path: Path) -> int:
+    """Load ledger calls not yet in `llm_calls`; returns how many were added."""
+    with warehouse.connect() as con:
+        con.execute(LLM_CALLS_DDL)
+        before = con.execute(f"SELECT count(*) FROM {SCHEMA}.llm_calls").fetchone()[0]
+        con.execute(
+            f"INSERT INTO {SCHEMA}.llm_calls BY NAME SELECT * FROM read_json(?, format='newline_delimited', "
+            f"columns={{call_id:'VARCHAR', request_hash:'VARCHAR', model:'VARCHAR', endpoint:'VARCHAR', prompt_name:'VARCHAR', "
+            f"prompt_version:'VARCHAR', messages:'VARCHAR', response_format:'VARCHAR', response:'VARCHAR', "
+            f"finish_reason:'VARCHAR', usage:'VARCHAR', latency_s:'DOUBLE', error:'VARCHAR', source:'VARCHAR', "
+            f"created_at:'TIMESTAMP'}}) WHERE call_id NOT IN (SELECT call_id FROM {SCHEMA}.llm_calls)",
+            [str(path)],
+        )
+        return con.execute(f"SELECT count(*) FROM {SCHEMA}.llm_calls").fetchone()[0] - before

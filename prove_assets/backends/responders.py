@@ -1,0 +1,129 @@
+"""Responders: the models under evaluation, behind one interface.
+
+Backends (chosen per model in `models.yaml`):
+- `gold`: the verified answer itself (sanity bound);
+- `caption_oracle`: the benchmark LLM answers from the caption (perception upper bound);
+- `blind`: the benchmark LLM answers from the question alone (hallucinating lower bound);
+- `openai`: any OpenAI-compatible vision chat endpoint, image as a base64 data URL, through the
+  same recorded and cached gateway as every LLM call;
+- `transformers`: a local Hugging Face image-text-to-text model, batched.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prove_assets.backends.llm import LLMGateway, LLMRequest, LLMSettings
+from prove_assets.core.prompts import load_prompt
+
+BACKENDS = ("gold", "caption_oracle", "blind", "openai", "transformers")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    backend: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Question:
+    qa_id: str
+    question: str
+    answer: str
+    caption: str
+    image_path: str
+
+
+@dataclass
+class Response:
+    response: str | None
+    latency_s: float | None = None
+    call_id: str | None = None
+    error: str | None = None
+
+
+class ModelRegistryError(ValueError):
+    pass
+
+
+def load_models(path: Path) -> dict[str, ModelSpec]:
+    """Read `models.yaml`: {models: {name: {backend: ..., **settings}}}."""
+    if not Path(path).exists():
+        raise ModelRegistryError(f"model registry {path} not found")
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    out = {}
+    for name, cfg in (raw.get("models") or {}).items():
+        if not isinstance(cfg, dict) or cfg.get("backend") not in BACKENDS:
+            raise ModelRegistryError(f"model {name!r}: backend must be one of {', '.join(BACKENDS)}")
+        if "|" in name or "," in name:
+            raise ModelRegistryError(f"model name {name!r} may not contain '|' or ','")
+        settings = {k: v for k, v in cfg.items() if k != "backend"}
+        if any(k.lower() in ("api_key", "key", "token", "password") for k in settings):
+            raise ModelRegistryError(f"model {name!r}: put secrets in an env var and name it with api_key_env")
+        out[str(name)] = ModelSpec(str(name), cfg["backend"], settings)
+    return out
+
+
+def image_data_url(path: str) -> str:
+    mime = mimetypes.guess_type(path)[0] or "image/jpeg"
+    return f"data:{mime};base64,{base64.b64encode(Path(path).read_bytes()).decode()}"
+
+
+def _from_results(results: list) -> list[Response]:
+    out = []
+    for r in results:
+        # Latency is the recorded call's, so a cached answer reports what it cost when made.
+        out.append(Response(response=r.data if not r.error else None, latency_s=r.latency_s, call_id=r.call_id, error=r.error))
+    return out
+
+
+def respond(spec: ModelSpec, questions: list[Question], prompts_dir: Path, llm: Callable[[LLMSettings | None], LLMGateway],
+            on_progress: Callable[[int, int], None] | None = None) -> list[Response]:
+    """Answer every question with the model `spec`. `llm(settings)` opens a gateway: None means
+    the benchmark LLM; a settings object a model's own endpoint."""
+    if spec.backend == "gold":
+        return [Response(response=q.answer, latency_s=0.0) for q in questions]
+    if spec.backend in ("caption_oracle", "blind"):
+        prompt = load_prompt(prompts_dir, "answer_with_caption" if spec.backend == "caption_oracle" else "answer_blind")
+        reqs = [LLMRequest(prompt, {"caption": q.caption, "question": q.question}, max_tokens=int(spec.settings.get("max_tokens", 256)))
+                for q in questions]
+        with llm(None) as gw:
+            return _from_results(gw.run(reqs, on_progress))
+    if spec.backend == "openai":
+        s = spec.settings
+        if not s.get("model") or not s.get("base_url"):
+            raise ModelRegistryError(f"model {spec.name!r}: the openai backend needs model and base_url")
+        settings = LLMSettings(base_url=s["base_url"], model=s["model"], api_key_env=s.get("api_key_env"),
+                               max_tokens=int(s.get("max_tokens", 512)), timeout_s=float(s.get("timeout_s", 120)),
+                               max_retries=int(s.get("max_retries", 4)), max_concurrency=int(s.get("max_concurrency", 4)),
+                               temperature=float(s.get("temperature", 0.0)), seed=int(s.get("seed", 0)), json_mode="none")
+        prompt = load_prompt(prompts_dir, "answer_with_image")
+        reqs = []
+        bad: dict[int, str] = {}
+        for i, q in enumerate(questions):
+            try:
+                reqs.append(LLMRequest(prompt, {"question": q.question}, image_url=image_data_url(q.image_path)))
+            except OSError as exc:
+                bad[i] = f"image unreadable: {exc}"
+        with llm(settings) as gw:
+            answered = iter(_from_results(gw.run(reqs, on_progress)))
+        return [Response(None, error=bad[i]) if i in bad else next(answered) for i in range(len(questions))]
+    if spec.backend == "transformers":
+        from prove_assets.backends.hf_vlm import TransformersResponder
+
+        responder = TransformersResponder(**spec.settings)
+        started = time.monotonic()
+        texts = responder.answer([(q.image_path, q.question) for q in questions], on_progress)
+        per = (time.monotonic() - started) / max(1, len(questions))
+        return [Response(response=t, latency_s=round(per, 3)) if not isinstance(t, Exception)
+                else Response(None, error=f"{type(t).__name__}: {t}") for t in texts]
+    raise ModelRegistryError(f"unknown backend {spec.backend!r}")

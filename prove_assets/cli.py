@@ -1,0 +1,175 @@
+"""`prove-assets`: run PROVE headless and read its results.
+
+    prove-assets demo               register partitions, build the benchmark, evaluate, print
+    prove-assets leaderboard        print Table 1 (--format table|csv|json)
+    prove-assets run-program FILE   run one verification program in the sandbox
+    prove-assets register           add datasets.yaml shards and models.yaml models as partitions
+    prove-assets export-ledger      write the embedded model's recorded calls (the ledger)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from prove_assets.config import LEDGER_PATH, dagster_home, warehouse_path
+from prove_assets.storage.warehouse import SCHEMA, Warehouse
+
+
+def _instance() -> Any:
+    import dagster as dg
+
+    os.environ.setdefault("DAGSTER_HOME", str(dagster_home()))
+    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
+    return dg.DagsterInstance.get()
+
+
+def _print_df(df: pd.DataFrame, fmt: str = "table") -> None:
+    if fmt == "json":
+        print(df.to_json(orient="records", indent=2))
+    elif fmt == "csv":
+        print(df.to_csv(index=False), end="")
+    else:
+        print(df.to_string(index=False) if len(df) else "(no rows)")
+
+
+def _metadata_sum(results: list[Any], key: str) -> int:
+    total = 0
+    for res in results:
+        for ev in res.get_asset_materialization_events():
+            value = ev.materialization.metadata.get(key)
+            total += int(value.value) if value is not None else 0
+    return total
+
+
+def run_jobs(shards: list[str] | None = None, models: list[str] | None = None, log_level: str = "INFO") -> list[Any]:
+    """Materialize build_benchmark per shard, evaluate_models per shard x model, then report."""
+    import dagster as dg
+
+    from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
+    from prove_assets.definitions import defs
+
+    instance = _instance()
+    register_partitions(instance)
+    shards = shards or registered_shards()
+    models = models or registered_models()
+    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+    results = []
+    steps = [("build_benchmark", s) for s in shards] + [
+        ("evaluate_models", dg.MultiPartitionKey({"shard": s, "model": m})) for s in shards for m in models
+    ] + [("report", None)]
+    for i, (job, key) in enumerate(steps, 1):
+        started = time.monotonic()
+        print(f"[{i}/{len(steps)}] {job} {key or ''}".rstrip(), flush=True)
+        res = defs.get_job_def(job).execute_in_process(instance=instance, partition_key=key, run_config=run_config,
+                                                       raise_on_error=False)
+        print(f"      {'ok' if res.success else 'FAILED'} in {time.monotonic() - started:.1f} s (run {res.run_id})", flush=True)
+        results.append(res)
+        if not res.success:
+            for ev in res.all_events:
+                if ev.is_failure:
+                    print(f"      {ev.message}", file=sys.stderr)
+            raise SystemExit(f"{job} failed for {key}; see the run log in the UI (make ui) or above")
+    return results
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    started = time.monotonic()
+    results = run_jobs(args.shards, args.models, args.log_level)
+    wh = Warehouse(warehouse_path())
+    print(f"\nBuilt in {time.monotonic() - started:.0f} s. Warehouse: {wh.path} (schema {SCHEMA})")
+    tables = wh.query("SELECT table_name, estimated_size AS rows FROM duckdb_tables() WHERE schema_name = ? ORDER BY table_name", [SCHEMA])
+    _print_df(tables)
+    print("\nLLM requests this demo: "
+          f"{_metadata_sum(results, 'llm_requests_sent')} sent to the model, "
+          f"{_metadata_sum(results, 'llm_requests_cached')} answered from the recorded cache")
+    print("\nQA verdicts (benchmark = kept):")
+    _print_df(wh.query(f"SELECT verdict, count(*) AS n, round(100.0 * count(*) / sum(count(*)) OVER (), 1) AS pct "
+                       f"FROM {SCHEMA}.verified_qa GROUP BY verdict ORDER BY n DESC"))
+    print("\nLeaderboard (PROVE Table 1; H = helpfulness, T = truthfulness, in %):")
+    cmd_leaderboard(argparse.Namespace(format="table", long=False))
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> None:
+    from prove_assets.core.leaderboard import wide_table
+
+    wh = Warehouse(warehouse_path())
+    board = wh.read("leaderboard")
+    if board.empty:
+        raise SystemExit("no leaderboard yet: run `make demo` (or materialize the `report` job)")
+    board = board.drop(columns=["run_id"])
+    if args.format == "table" and not args.long:
+        _print_df(wide_table(board))
+        print(f"truthfulness verified against: {', '.join(sorted(set(board['truth_source'])))}")
+    else:
+        _print_df(board, args.format)
+
+
+def cmd_run_program(args: argparse.Namespace) -> None:
+    from prove_assets.core.sandbox import run_program
+
+    source = Path(args.file).read_text()
+    if args.scene_graph:
+        sg_json = Path(args.scene_graph).read_text()
+    else:
+        df = Warehouse(warehouse_path()).read("scene_graphs", {"image_id": args.image})
+        if df.empty:
+            raise SystemExit(f"no scene graph for image {args.image!r} in {warehouse_path()}")
+        sg_json = df.iloc[0]["scene_graph"]
+    r = run_program(source, sg_json, timeout_s=args.timeout)
+    print(json.dumps({"output": r.output, "visited": r.visited, "verdict": r.verdict, "reason": r.reason,
+                      "seconds": round(r.seconds, 4)}, indent=2))
+
+
+def cmd_register(args: argparse.Namespace) -> None:
+    from prove_assets.defs.registry import register_partitions
+
+    added = register_partitions(_instance())
+    print(json.dumps(added or {"added": "nothing new"}, indent=2))
+
+
+def cmd_export_ledger(args: argparse.Namespace) -> None:
+    from prove_assets.backends.llm import export_ledger
+    from prove_assets.defs.settings import LLM_MODEL
+
+    n = export_ledger(Warehouse(warehouse_path()), Path(args.path), LLM_MODEL)
+    print(f"wrote {n} recorded calls of {LLM_MODEL} to {args.path}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prove-assets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="materialize the whole pipeline headless and print the results")
+    p.add_argument("--shards", nargs="*", help="shard keys (default: every shard in datasets.yaml)")
+    p.add_argument("--models", nargs="*", help="model names (default: every model in models.yaml)")
+    p.add_argument("--log-level", default="INFO")
+    p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("leaderboard", help="print the leaderboard")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--long", action="store_true", help="one row per model x subset")
+    p.set_defaults(func=cmd_leaderboard)
+    p = sub.add_parser("run-program", help="run a verification program in the sandbox, print JSON")
+    p.add_argument("file")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--image", help="use this image's scene graph from the warehouse")
+    g.add_argument("--scene-graph", help="a scene graph JSON file (node-link, as in prove.scene_graphs)")
+    p.add_argument("--timeout", type=float, default=2.0)
+    p.set_defaults(func=cmd_run_program)
+    p = sub.add_parser("register", help="add registry shards and models as Dagster partitions")
+    p.set_defaults(func=cmd_register)
+    p = sub.add_parser("export-ledger", help="export the embedded model's recorded calls")
+    p.add_argument("--path", default=str(LEDGER_PATH))
+    p.set_defaults(func=cmd_export_ledger)
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

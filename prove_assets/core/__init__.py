@@ -1,0 +1,1 @@
+"""Pure-Python PROVE domain code: nothing here imports Dagster."""

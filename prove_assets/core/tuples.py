@@ -1,0 +1,171 @@
+"""Tuples extracted from text (Cho et al.'s Davidsonian scene graph, as PROVE uses them).
+
+One schema serves the LLM extraction output, the hand-written gold tuples and the warehouse rows:
+
+    {"entities":   [{"name": "cat"}],
+     "attributes": [{"entity": "cat", "type": "color", "value": "orange"}],
+     "relations":  [{"source": "cat", "type": "spatial", "predicate": "on", "target": "sofa"}]}
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+TupleKind = Literal["entity", "attribute", "relation"]
+
+# JSON schema handed to servers that constrain output (llama.cpp `json_object` + `schema`).
+TUPLES_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"],
+            },
+        },
+        "attributes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "entity": {"type": "string"},
+                    "type": {"type": "string"},
+                    "value": {"type": "string"},
+                },
+                "required": ["entity", "type", "value"],
+            },
+        },
+        "relations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "source": {"type": "string"},
+                    "type": {"type": "string"},
+                    "predicate": {"type": "string"},
+                    "target": {"type": "string"},
+                },
+                "required": ["source", "type", "predicate", "target"],
+            },
+        },
+    },
+    "required": ["entities", "attributes", "relations"],
+}
+
+
+class TupleFormatError(ValueError):
+    """The text/JSON does not follow the tuple schema."""
+
+
+@dataclass(frozen=True)
+class SceneTuple:
+    """One entity, attribute or relation tuple."""
+
+    kind: TupleKind
+    entity: str
+    attribute_type: str | None = None
+    value: str | None = None
+    relation_type: str | None = None
+    predicate: str | None = None
+    target: str | None = None
+
+    @property
+    def text(self) -> str:
+        """A short sentence for the tuple: what the embedding scorer compares."""
+        if self.kind == "entity":
+            return self.entity
+        if self.kind == "attribute":
+            if self.attribute_type == "text rendering":
+                return f'{self.entity} has the text {self.value}'
+            if self.attribute_type == "count":
+                return f"there are {self.value} {self.entity}"
+            return f"{self.entity} is {self.value}"
+        return f"{self.entity} {self.predicate} {self.target}"
+
+    def as_row(self) -> dict[str, Any]:
+        return {**asdict(self), "text": self.text}
+
+
+def _clean(value: Any) -> str:
+    return " ".join(str(value).split()).strip().lower() if value is not None else ""
+
+
+def parse_tuples(payload: Any) -> list[SceneTuple]:
+    """Validate a tuple dict (schema above) and flatten it into SceneTuples.
+
+    Lenient where it costs nothing (case, whitespace, missing entity declarations are added),
+    strict where meaning would be guessed (a relation without a target is dropped, a
+    non-object payload raises TupleFormatError).
+    """
+    if not isinstance(payload, dict):
+        raise TupleFormatError(f"expected a JSON object with entities/attributes/relations, got {type(payload).__name__}")
+    if not any(k in payload for k in ("entities", "attributes", "relations")):
+        raise TupleFormatError(f"no entities/attributes/relations keys (keys: {sorted(payload)[:8]})")
+    out: list[SceneTuple] = []
+    seen: set[SceneTuple] = set()
+    entities: list[str] = []
+
+    def add(t: SceneTuple) -> None:
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+
+    def declare(name: str) -> None:
+        if name and name not in entities:
+            entities.append(name)
+            add(SceneTuple("entity", name))
+
+    for item in payload.get("entities") or []:
+        name = _clean(item.get("name") if isinstance(item, dict) else item)
+        declare(name)
+    for item in payload.get("attributes") or []:
+        if not isinstance(item, dict):
+            continue
+        ent, typ, val = _clean(item.get("entity")), _clean(item.get("type")), _clean(item.get("value"))
+        if ent and val:
+            declare(ent)
+            add(SceneTuple("attribute", ent, attribute_type=typ or "attribute", value=val))
+    for item in payload.get("relations") or []:
+        if not isinstance(item, dict):
+            continue
+        src, tgt = _clean(item.get("source")), _clean(item.get("target"))
+        typ, pred = _clean(item.get("type")), _clean(item.get("predicate"))
+        if src and tgt and pred:
+            declare(src)
+            declare(tgt)
+            add(SceneTuple("relation", src, relation_type=typ or "spatial", predicate=pred, target=tgt))
+    return out
+
+
+def tuples_to_sg_dict(tuples: list[SceneTuple]) -> dict[str, dict[str, Any]]:
+    """Build the seed's `sg_dict`: {entity: {"attributes": {type: "v1, v2"},
+    "relations_to": {target: {rel_type: [predicates]}}}}."""
+    sg: dict[str, dict[str, Any]] = {}
+
+    def node(name: str) -> dict[str, Any]:
+        return sg.setdefault(name, {"attributes": {}, "relations_to": {}})
+
+    for t in tuples:
+        node(t.entity)
+        if t.kind == "attribute":
+            attrs = node(t.entity)["attributes"]
+            values = [v for v in attrs.get(t.attribute_type, "").split(", ") if v]
+            if t.value not in values:
+                values.append(t.value)
+            attrs[t.attribute_type] = ", ".join(values)
+        elif t.kind == "relation":
+            node(t.target)
+            rels = node(t.entity)["relations_to"].setdefault(t.target, {})
+            preds = rels.setdefault(t.relation_type, [])
+            if t.predicate not in preds:
+                preds.append(t.predicate)
+    return sg
+
+
+def tuples_from_rows(rows: list[dict[str, Any]]) -> list[SceneTuple]:
+    """Rebuild SceneTuples from warehouse rows (columns as in SceneTuple.as_row)."""
+    fields = ("kind", "entity", "attribute_type", "value", "relation_type", "predicate", "target")
+    return [SceneTuple(**{f: (r.get(f) if r.get(f) == r.get(f) else None) for f in fields}) for r in rows]

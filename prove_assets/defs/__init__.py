@@ -1,0 +1,1 @@
+"""The thin Dagster layer: assets, resources, partitions, checks, jobs and sensors."""

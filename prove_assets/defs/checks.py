@@ -1,0 +1,76 @@
+"""Asset checks: the benchmark's and the evaluation's invariants, partition-aware."""
+
+
+import dagster as dg
+
+from prove_assets.defs.benchmark import verified_qa
+from prove_assets.defs.evaluation import kept_questions, model_responses, response_scores
+from prove_assets.defs.partitions import partition_columns, shard_model_partitions, shard_partitions
+from prove_assets.defs.reports import leaderboard
+from prove_assets.defs.resources import WarehouseResource
+from prove_assets.storage.warehouse import SCHEMA
+
+
+@dg.asset_check(asset=verified_qa, partitions_def=shard_partitions,
+                description="Every image with a scene graph keeps at least one QA pair.")
+def kept_pairs_per_image(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    wh = warehouse.get()
+    shard = context.partition_key
+    graphs = wh.read("scene_graphs", {"shard": shard})
+    qa = wh.read("verified_qa", {"shard": shard})
+    kept = set(qa.loc[qa["verdict"] == "kept", "image_id"]) if len(qa) else set()
+    images = set(graphs.loc[graphs["error"].isna(), "image_id"]) if len(graphs) else set()
+    without = sorted(images - kept)
+    return dg.AssetCheckResult(passed=not without, severity=dg.AssetCheckSeverity.WARN,
+                               metadata={"images": len(images), "images_without_kept_pairs": ", ".join(without) or "none"})
+
+
+@dg.asset_check(asset=verified_qa, partitions_def=shard_partitions, description="qa_id is unique.")
+def unique_qa_id(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    qa = warehouse.get().read("verified_qa", {"shard": context.partition_key})
+    dups = int(qa["qa_id"].duplicated().sum()) if len(qa) else 0
+    return dg.AssetCheckResult(passed=dups == 0, metadata={"duplicates": dups})
+
+
+@dg.asset_check(asset=verified_qa, partitions_def=shard_partitions,
+                description="Every kept pair has its program output and a complexity.")
+def kept_rows_complete(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    qa = warehouse.get().read("verified_qa", {"shard": context.partition_key})
+    kept = qa[qa["verdict"] == "kept"] if len(qa) else qa
+    bad = int((kept["program_output"].isna() | kept["complexity"].isna()).sum()) if len(kept) else 0
+    return dg.AssetCheckResult(passed=bad == 0, metadata={"kept": len(kept), "incomplete": bad})
+
+
+@dg.asset_check(asset=model_responses, partitions_def=shard_model_partitions,
+                description="Every kept QA pair has a response (or a recorded error) from the model.")
+def response_per_kept_pair(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    wh = warehouse.get()
+    part = partition_columns(context)
+    kept = set(kept_questions(wh, part["shard"])["qa_id"])
+    got = set(wh.read("model_responses", part)["qa_id"]) if kept else set()
+    missing = sorted(kept - got)
+    return dg.AssetCheckResult(passed=not missing, metadata={"kept": len(kept), "missing": len(missing)})
+
+
+@dg.asset_check(asset=response_scores, partitions_def=shard_model_partitions,
+                description="Helpfulness and truthfulness lie in [0, 1].")
+def scores_in_unit_interval(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    df = warehouse.get().read("response_scores", partition_columns(context))
+    bad = 0
+    for col in ("helpfulness", "truthfulness"):
+        if len(df):
+            v = df[col].dropna().astype(float)
+            bad += int(((v < 0) | (v > 1)).sum())
+    return dg.AssetCheckResult(passed=bad == 0, metadata={"rows": len(df), "out_of_range": bad})
+
+
+@dg.asset_check(asset=leaderboard, description="Each model's n (+ errors) on `full` equals the number of kept QA pairs of the shards it was evaluated on.")
+def leaderboard_counts_match(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    df = warehouse.get().query(
+        f"""WITH kept AS (SELECT shard, count(*) AS n FROM {SCHEMA}.verified_qa WHERE verdict = 'kept' GROUP BY shard),
+                 evaluated AS (SELECT DISTINCT model, shard FROM {SCHEMA}.response_scores),
+                 expected AS (SELECT e.model, sum(k.n) AS n FROM evaluated e JOIN kept k USING (shard) GROUP BY e.model)
+            SELECT l.model, l.n + l.errors AS board_n, x.n AS kept_n FROM {SCHEMA}.leaderboard l
+            JOIN expected x USING (model) WHERE l.subset = 'full'""")
+    bad = df[df["board_n"] != df["kept_n"]]
+    return dg.AssetCheckResult(passed=bad.empty, metadata={"models": len(df), "mismatched": ", ".join(bad["model"]) or "none"})

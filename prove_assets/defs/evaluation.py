@@ -1,0 +1,158 @@
+"""Evaluation (PROVE section 4), one shard x model per partition."""
+
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from prove_assets.backends.llm import LLMGateway, LLMSettings
+from prove_assets.backends.responders import Question, load_models, respond
+from prove_assets.config import models_file, prompts_dir
+from prove_assets.core.scoring import paper_score, question_type
+from prove_assets.defs.benchmark import (
+    TUPLE_COLUMNS,
+    answer_tuples,
+    caption_tuples,
+    extract_tuple_rows,
+    images,
+    tuples_by,
+    tuples_request,
+    verified_qa,
+)
+from prove_assets.defs.common import write_partition
+from prove_assets.defs.partitions import partition_columns, same_shard, shard_model_partitions
+from prove_assets.defs.resources import EmbeddingResource, LLMResource, WarehouseResource, progress_logger
+from prove_assets.defs.settings import HALLUCINATION_THRESHOLD, code_version
+from prove_assets.storage.warehouse import Warehouse
+
+
+def _dep(asset: dg.AssetsDefinition) -> dg.AssetDep:
+    return dg.AssetDep(asset, partition_mapping=same_shard)
+
+
+def kept_questions(wh: Warehouse, shard: str) -> pd.DataFrame:
+    """Kept QA pairs of a shard with their image path and caption."""
+    qa = wh.read("verified_qa", {"shard": shard})
+    if qa.empty:
+        return pd.DataFrame(columns=["qa_id", "image_id", "question", "answer", "complexity", "caption", "path"])
+    imgs = wh.read("images", {"shard": shard})[["image_id", "caption", "path"]]
+    kept = qa[qa["verdict"] == "kept"][["qa_id", "image_id", "question", "answer", "complexity"]]
+    return kept.merge(imgs, on="image_id", how="left").sort_values("qa_id").reset_index(drop=True)
+
+
+@dg.asset(group_name="evaluation", partitions_def=shard_model_partitions, deps=[_dep(verified_qa), _dep(images)],
+          pool="duckdb", code_version=code_version(["answer_with_caption", "answer_blind", "answer_with_image"]),
+          kinds={"duckdb", "llm"})
+def model_responses(context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource) -> dg.MaterializeResult:
+    """The model answers every kept question of the shard in free form: Â = m(Q, I). One row per
+    (qa_id, model) with the response, its latency and LLM/VLM call id, or the error."""
+    wh = warehouse.get()
+    part = partition_columns(context)
+    registry = load_models(models_file())
+    if part["model"] not in registry:
+        raise dg.Failure(f"model {part['model']!r} is a partition but not in {models_file()}; add it there or remove the partition")
+    spec = registry[part["model"]]
+    qs = kept_questions(wh, part["shard"])
+    questions = [Question(r.qa_id, r.question, r.answer, r.caption, r.path) for r in qs.itertuples()]
+
+    @contextmanager
+    def gateway(settings: LLMSettings | None) -> Iterator[LLMGateway]:
+        if settings is None:
+            with llm.gateway(wh, context) as gw:
+                yield gw
+        else:
+            gw = LLMGateway(settings, wh, run_id=context.run.run_id, log=context.log.info)
+            try:
+                yield gw
+            finally:
+                gw.close()
+                context.log.info(f"{spec.name}: {gw.sent} requests sent ({gw.failed} failed), {gw.cached} from cache")
+
+    context.log.info(f"{spec.name} ({spec.backend}) answers {len(questions)} questions")
+    answers = respond(spec, questions, prompts_dir(), gateway, progress_logger(context, f"{spec.name} answers"))
+    df = pd.DataFrame([{"qa_id": q.qa_id, "image_id": r.image_id, "backend": spec.backend, "question": q.question,
+                        "response": a.response, "latency_s": a.latency_s, "call_id": a.call_id, "error": a.error}
+                       for q, r, a in zip(questions, qs.itertuples(), answers, strict=True)],
+                      columns=["qa_id", "image_id", "backend", "question", "response", "latency_s", "call_id", "error"])
+    return write_partition(context, wh, "model_responses", df, {
+        "responses": dg.MetadataValue.int(int(df["error"].isna().sum())),
+        "errors": dg.MetadataValue.int(int(df["error"].notna().sum())),
+        "mean_latency_s": dg.MetadataValue.float(float(df["latency_s"].astype(float).mean()) if df["latency_s"].notna().any() else 0.0),
+    })
+
+
+@dg.asset(group_name="evaluation", partitions_def=shard_model_partitions, deps=[model_responses], pool="duckdb",
+          code_version=code_version(["extract_tuples"]), kinds={"duckdb", "llm"})
+def response_tuples(context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource) -> dg.MaterializeResult:
+    """Tuples g(Â) extracted from each response with the same prompt as captions and answers.
+    An empty response has no tuples; a failed extraction is one row with the error."""
+    wh = warehouse.get()
+    part = partition_columns(context)
+    resp = wh.read("model_responses", part)
+    ok = resp[resp["error"].isna() & resp["response"].fillna("").str.strip().astype(bool)] if len(resp) else resp
+    keys = [{"qa_id": r.qa_id, "image_id": r.image_id} for r in ok.itertuples()]
+    with llm.gateway(wh, context) as gw:
+        results = gw.run([tuples_request(t) for t in ok["response"]] if keys else [], progress_logger(context, "responses"))
+        sent, cached = gw.sent, gw.cached
+    df = extract_tuple_rows(results, keys) if keys else pd.DataFrame(columns=["qa_id", "image_id", "tuple_index", *TUPLE_COLUMNS, "call_id", "error"])
+    return write_partition(context, wh, "response_tuples", df, {
+        "tuples": dg.MetadataValue.int(int(df["error"].isna().sum())),
+        "failed_extractions": dg.MetadataValue.int(int(df["error"].notna().sum())),
+        "llm_requests_sent": dg.MetadataValue.int(sent), "llm_requests_cached": dg.MetadataValue.int(cached),
+    })
+
+
+SCORE_COLUMNS = ["qa_id", "image_id", "complexity", "question_type", "scorer", "truth_source", "helpfulness",
+                 "truthfulness", "edge_case", "n_answer_tuples", "n_response_tuples", "answer_matches",
+                 "response_support", "hallucinated", "hallucinated_entities", "error"]
+
+
+@dg.asset(group_name="evaluation", partitions_def=shard_model_partitions,
+          deps=[response_tuples, model_responses, _dep(answer_tuples), _dep(caption_tuples), _dep(verified_qa)],
+          pool="duckdb", code_version=code_version([], scorer="paper", threshold=HALLUCINATION_THRESHOLD), kinds={"duckdb"})
+def response_scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource, embeddings: EmbeddingResource) -> dg.MaterializeResult:
+    """Helpfulness = recall of the ground-truth answer tuples in the response; truthfulness =
+    precision of the response tuples against the caption's scene graph (or the image, when a
+    visual-entailment backend is configured). Per-tuple matches and similarities are kept, and
+    the response tuples counted as hallucinated."""
+    wh = warehouse.get()
+    part = partition_columns(context)
+    shard = part["shard"]
+    qa = kept_questions(wh, shard).set_index("qa_id")
+    resp = wh.read("model_responses", part)
+    gt = tuples_by(wh.read("answer_tuples", {"shard": shard}), "qa_id")
+    caption = tuples_by(wh.read("caption_tuples", {"shard": shard}), "image_id")
+    rtuples_df = wh.read("response_tuples", part)
+    rtuples = tuples_by(rtuples_df, "qa_id")
+    failed_extraction = set(rtuples_df.loc[rtuples_df["error"].notna(), "qa_id"]) if len(rtuples_df) else set()
+    embedder = embeddings.get()
+    rows: list[dict[str, Any]] = []
+    for r in resp.itertuples():
+        q = qa.loc[r.qa_id] if r.qa_id in qa.index else None
+        base = {"qa_id": r.qa_id, "image_id": r.image_id, "scorer": "paper", "truth_source": "caption",
+                "complexity": q["complexity"] if q is not None else None,
+                "question_type": question_type(q["question"]) if q is not None else None}
+        error = r.error or ("response tuple extraction failed" if r.qa_id in failed_extraction else None)
+        if error or q is None:
+            rows.append({**base, "error": error or "QA pair no longer kept"})
+            continue
+        s = paper_score(q["question"], gt.get(r.qa_id, []), rtuples.get(r.qa_id, []), caption.get(r.image_id, []),
+                        embedder, threshold=HALLUCINATION_THRESHOLD)
+        rows.append({**base, "helpfulness": s.helpfulness, "truthfulness": s.truthfulness, "edge_case": s.edge_case,
+                     "n_answer_tuples": s.n_answer_tuples, "n_response_tuples": s.n_response_tuples,
+                     "answer_matches": json.dumps(s.answer_matches), "response_support": json.dumps(s.response_support),
+                     "hallucinated": json.dumps(s.hallucinated),
+                     "hallucinated_entities": json.dumps(s.hallucinated_entities), "error": None})
+    df = pd.DataFrame(rows, columns=SCORE_COLUMNS)
+    df["helpfulness"] = df["helpfulness"].astype(float)
+    df["truthfulness"] = df["truthfulness"].astype(float)
+    return write_partition(context, wh, "response_scores", df, {
+        "helpfulness": dg.MetadataValue.float(round(float(df["helpfulness"].mean()), 4) if df["helpfulness"].notna().any() else 0.0),
+        "truthfulness": dg.MetadataValue.float(round(float(df["truthfulness"].mean()), 4) if df["truthfulness"].notna().any() else 0.0),
+        "scored": dg.MetadataValue.int(int(df["error"].isna().sum())),
+        "errors": dg.MetadataValue.int(int(df["error"].notna().sum())),
+    })

@@ -1,0 +1,35 @@
+"""Reports over all partitions: the leaderboard (PROVE Table 1)."""
+
+
+import dagster as dg
+
+from prove_assets.core.leaderboard import by_question_type, hallucinated_objects, leaderboard_table, wide_table
+from prove_assets.defs.common import content_version, markdown_table
+from prove_assets.defs.evaluation import response_scores
+from prove_assets.defs.resources import WarehouseResource
+from prove_assets.storage.warehouse import SCHEMA
+
+
+@dg.asset(group_name="reports", deps=[response_scores], pool="duckdb", code_version="1", kinds={"duckdb"})
+def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """PROVE Table 1 for every model: helpfulness, truthfulness and their average on the
+    simple, complex and full subsets, with breakdowns by question type (first two words) and
+    the most-hallucinated objects."""
+    wh = warehouse.get()
+    scores = wh.read("response_scores")
+    if scores.empty:
+        raise dg.Failure("no response_scores yet: materialize the evaluation assets first")
+    board = leaderboard_table(scores)
+    with wh.connect() as con:
+        con.register("board", board)
+        con.execute(f"CREATE OR REPLACE TABLE {SCHEMA}.leaderboard AS SELECT *, ? AS run_id FROM board", [context.run.run_id])
+        con.unregister("board")
+    return dg.MaterializeResult(
+        metadata={
+            "table_1": dg.MetadataValue.md(markdown_table(wide_table(board))),
+            "by_question_type": dg.MetadataValue.md(markdown_table(by_question_type(scores))),
+            "most_hallucinated_objects": dg.MetadataValue.md(markdown_table(hallucinated_objects(scores))),
+            "models": dg.MetadataValue.int(board["model"].nunique()),
+        },
+        data_version=content_version(board),
+    )

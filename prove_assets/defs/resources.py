@@ -1,0 +1,110 @@
+"""Dagster resources: thin config wrappers over the pure-Python backends."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cache
+
+import dagster as dg
+from pydantic import Field
+
+from prove_assets.backends.llm import LLMGateway, LLMSettings
+from prove_assets.config import LEDGER_PATH, warehouse_path
+from prove_assets.core.sandbox import Sandbox
+from prove_assets.core.scoring import SentenceEmbedder
+from prove_assets.defs.settings import LLM_MODEL
+from prove_assets.storage.warehouse import Warehouse
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """The DuckDB warehouse (`PROVE_WAREHOUSE`, default `$DAGSTER_HOME/warehouse.duckdb`)."""
+
+    path: str | None = None
+    lock_timeout_s: float = 120.0
+
+    def get(self) -> Warehouse:
+        return Warehouse(self.path or warehouse_path(), self.lock_timeout_s)
+
+
+class LLMResource(dg.ConfigurableResource):
+    """The LLM used to build the benchmark and to extract tuples. No `base_url` = the embedded
+    llama.cpp model (started on the first request the cache cannot answer)."""
+
+    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; empty = embedded model")
+    model: str = LLM_MODEL
+    api_key_env: str | None = Field(default=None, description="name of the env var holding the API key")
+    gguf_path: str | None = Field(default=None, description="any GGUF file to serve instead of the default")
+    json_mode: str = "auto"
+    temperature: float = 0.0
+    seed: int = 0
+    max_tokens: int = 3072
+    timeout_s: float = 900.0
+    max_retries: int = 4
+    max_concurrency: int = 1
+    use_ledger: bool = True
+
+    def settings(self) -> LLMSettings:
+        return LLMSettings(
+            base_url=self.base_url or None, model=self.model, api_key_env=self.api_key_env or None,
+            gguf_path=self.gguf_path or None, json_mode=self.json_mode, temperature=self.temperature,
+            seed=self.seed, max_tokens=self.max_tokens, timeout_s=self.timeout_s,
+            max_retries=self.max_retries, max_concurrency=self.max_concurrency,
+        )
+
+    @contextmanager
+    def gateway(self, warehouse: Warehouse, context: dg.AssetExecutionContext) -> Iterator[LLMGateway]:
+        gw = LLMGateway(self.settings(), warehouse, run_id=context.run.run_id,
+                        ledger=LEDGER_PATH if self.use_ledger else None, log=context.log.info)
+        try:
+            yield gw
+        finally:
+            gw.close()
+            context.log.info(f"LLM requests: {gw.sent} sent ({gw.failed} failed), {gw.cached} answered from the cache")
+
+
+def llm_from_env() -> LLMResource:
+    """PROVE_LLM_BASE_URL / PROVE_LLM_MODEL / PROVE_LLM_API_KEY_ENV / PROVE_LLM_GGUF /
+    PROVE_LLM_JSON_MODE / PROVE_LLM_CONCURRENCY configure the LLM without code."""
+    env = os.environ.get
+    return LLMResource(
+        base_url=env("PROVE_LLM_BASE_URL") or None, model=LLM_MODEL, api_key_env=env("PROVE_LLM_API_KEY_ENV") or None,
+        gguf_path=env("PROVE_LLM_GGUF") or None, json_mode=env("PROVE_LLM_JSON_MODE", "auto"),
+        max_concurrency=int(env("PROVE_LLM_CONCURRENCY", "1")),
+    )
+
+
+class SandboxResource(dg.ConfigurableResource):
+    """Out-of-process executor for generated verification programs."""
+
+    workers: int = 2
+    timeout_s: float = 2.0
+    memory_mb: int = 512
+
+    def open(self) -> Sandbox:
+        return Sandbox(workers=self.workers, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+
+
+@cache
+def _embedder(model_path: str | None) -> SentenceEmbedder:
+    return SentenceEmbedder(model_path)
+
+
+class EmbeddingResource(dg.ConfigurableResource):
+    """Sentence embeddings for semantic similarity (all-MiniLM-L6-v2, offline package)."""
+
+    model_path: str | None = None
+
+    def get(self) -> SentenceEmbedder:
+        return _embedder(self.model_path)
+
+
+def progress_logger(context: dg.AssetExecutionContext, what: str) -> Callable[[int, int], None]:
+    """Log `what done/total` at most ~20 times per step."""
+
+    def log(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 20) == 0:
+            context.log.info(f"{what}: {done}/{total}")
+
+    return log

@@ -1,0 +1,23 @@
+"""Generation and scoring settings read once from the environment. They are part of the
+assets' `code_version`, so changing one marks exactly the assets it affects stale."""
+
+from __future__ import annotations
+
+import os
+
+from prove_assets.backends.llm import DEFAULT_EMBEDDED_MODEL
+from prove_assets.config import prompts_dir
+from prove_assets.core.prompts import prompts_version
+
+QA_MIN = int(os.environ.get("PROVE_QA_MIN", "10"))
+QA_MAX = int(os.environ.get("PROVE_QA_MAX", "15"))
+# Programs whose output is less similar than this to the generated answer are `answer_mismatch`.
+ANSWER_MATCH_THRESHOLD = float(os.environ.get("PROVE_ANSWER_MATCH_THRESHOLD", "0.6"))
+# A response tuple supported below this by caption (or image) is reported as hallucinated.
+HALLUCINATION_THRESHOLD = float(os.environ.get("PROVE_HALLUCINATION_THRESHOLD", "0.5"))
+LLM_MODEL = os.environ.get("PROVE_LLM_MODEL", DEFAULT_EMBEDDED_MODEL)
+
+
+def code_version(prompt_names: list[str], **settings: object) -> str:
+    """Hash of the asset's prompt files plus its settings and the LLM model name."""
+    return prompts_version(prompts_dir(), prompt_names, {"llm_model": LLM_MODEL, **settings})

@@ -1,0 +1,155 @@
+"""The DuckDB warehouse: one file, schema `prove`, one table per asset.
+
+Why not dagster-duckdb's IO manager: on 1.13.27 it replaces a partition with DELETE then INSERT
+outside one transaction (a schema change loses the partition's rows) and it crashes on
+shard x dynamic-model partitions. Here a partition replace is one transaction that first adds
+any new columns, and connections are opened per operation so no process holds the file lock
+across slow model calls.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+SCHEMA = "prove"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class WarehouseLockedError(RuntimeError):
+    """Another process holds the DuckDB file's write lock for longer than we wait."""
+
+
+def _ident(name: str) -> str:
+    if not _IDENT.match(name):
+        raise ValueError(f"not a plain SQL identifier: {name!r}")
+    return f'"{name}"'
+
+
+def _lock_holder(message: str) -> str:
+    """DuckDB names the PID holding the lock; add its command line when we can read it."""
+    match = re.search(r"PID (\d+)", message)
+    if not match:
+        return "unknown process"
+    pid = match.group(1)
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        cmd = "?"
+    return f"PID {pid} ({cmd[:200]})"
+
+
+class Warehouse:
+    """Short-lived connections to one DuckDB file, with bounded waits on its lock."""
+
+    def __init__(self, path: str | os.PathLike[str], lock_timeout_s: float = 60.0):
+        self.path = Path(path)
+        self.lock_timeout_s = lock_timeout_s
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Open, yield, close. Retries while another process holds the lock, then raises
+        WarehouseLockedError naming the holder."""
+        if read_only and not self.path.exists():
+            read_only = False  # nothing to read yet: create the file
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.lock_timeout_s
+        delay = 0.05
+        while True:
+            try:
+                con = duckdb.connect(str(self.path), read_only=read_only)
+                break
+            except duckdb.IOException as exc:
+                msg = str(exc)
+                if "lock" not in msg.lower():
+                    raise
+                if time.monotonic() >= deadline:
+                    raise WarehouseLockedError(
+                        f"warehouse {self.path} is locked by {_lock_holder(msg)} for more than "
+                        f"{self.lock_timeout_s:.0f} s; close that process (a notebook, `duckdb` "
+                        f"shell or a running materialization) and retry"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        try:
+            if not read_only:
+                con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            yield con
+        finally:
+            con.close()
+
+    # ---------------------------------------------------------------------------------------
+    def table_exists(self, con: duckdb.DuckDBPyConnection, table: str) -> bool:
+        return bool(
+            con.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
+                [SCHEMA, table],
+            ).fetchone()[0]
+        )
+
+    def replace_partition(self, table: str, df: pd.DataFrame, partition: Mapping[str, str]) -> int:
+        """Atomically replace the rows of one partition (`partition` = {column: value}).
+
+        New columns in `df` are added to the table first (schema evolution keeps old rows);
+        columns the table has and `df` lacks are filled with NULL. Returns rows written.
+        """
+        df = df.copy()
+        for col, value in partition.items():
+            df[col] = value
+        qt = f"{SCHEMA}.{_ident(table)}"
+        where = " AND ".join(f"{_ident(c)} = ?" for c in partition)
+        with self.connect() as con:
+            con.register("incoming", df)
+            con.execute("BEGIN TRANSACTION")
+            try:
+                # An all-NULL column has DuckDB type NULL, which no table column may have.
+                incoming = {name: ("VARCHAR" if typ.strip('"') == "NULL" else typ)
+                            for name, typ, *_ in con.execute("DESCRIBE incoming").fetchall()}
+                if not self.table_exists(con, table):
+                    cols = ", ".join(f"{_ident(c)} {t}" for c, t in incoming.items())
+                    con.execute(f"CREATE TABLE {qt} ({cols})")
+                existing = {r[0] for r in con.execute(f"DESCRIBE {qt}").fetchall()}
+                for col, col_type in incoming.items():
+                    if col not in existing:
+                        con.execute(f"ALTER TABLE {qt} ADD COLUMN {_ident(col)} {col_type}")
+                con.execute(f"DELETE FROM {qt} WHERE {where}", list(partition.values()))
+                if len(df):
+                    con.execute(f"INSERT INTO {qt} BY NAME SELECT * FROM incoming")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            finally:
+                con.unregister("incoming")
+        return len(df)
+
+    def read(self, table: str, where: Mapping[str, str | list[str]] | None = None) -> pd.DataFrame:
+        """Rows of a table, optionally filtered by equality / IN on columns. A missing table
+        reads as an empty frame."""
+        with self.connect(read_only=True) as con:
+            if not self.table_exists(con, table):
+                return pd.DataFrame()
+            clauses, params = [], []
+            for col, value in (where or {}).items():
+                if isinstance(value, list | tuple):
+                    clauses.append(f"{_ident(col)} IN ({', '.join('?' * len(value))})" if value else "FALSE")
+                    params.extend(value)
+                else:
+                    clauses.append(f"{_ident(col)} = ?")
+                    params.append(value)
+            sql = f"SELECT * FROM {SCHEMA}.{_ident(table)}"
+            if clauses:
+                sql += " WHERE " + " AND ".join(clauses)
+            return con.execute(sql, params).df()
+
+    def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
+        """Read-only SQL over the warehouse (tables as prove.<asset>)."""
+        with self.connect(read_only=True) as con:
+            return con.execute(sql, params or []).df()

@@ -1,0 +1,180 @@
+"""TEST DOUBLE: a scripted OpenAI-compatible chat server on 127.0.0.1.
+
+It is not a model. It answers PROVE's prompts with deterministic, rule-based text derived from
+the request (a naive tuple extractor, template QA pairs with real programs), so the pipeline's
+plumbing can be tested offline and fast. Faults (HTTP errors, Retry-After, malformed bodies,
+delays) are injected per test. Every request is recorded in `.requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+COLORS = {"red", "blue", "green", "white", "black", "brown", "orange", "yellow", "gray", "grey", "pink", "purple",
+          "silver", "gold", "golden", "beige", "tan", "dark", "light"}
+MATERIALS = {"wooden", "metal", "glass", "plastic", "stone", "ceramic", "leather", "paper", "concrete"}
+DETERMINERS = {"a", "an", "the", "two", "three", "four", "several", "its", "his", "her"}
+PREPOSITIONS = ("next to", "in front of", "on top of", "behind", "under", "above", "below", "on", "beside", "near", "inside")
+STOP = {"is", "are", "and", "with", "of", "in", "to", "at", "it", "that", "this", "which", "has", "there", "as", "by"}
+
+
+def naive_tuples(text: str) -> dict[str, Any]:
+    """Rule-based stand-in for tuple extraction: determiner (+ adjectives) + noun -> entity."""
+    words = re.findall(r"[a-z]+", text.lower())
+    entities: list[str] = []
+    attributes: list[dict[str, str]] = []
+    relations: list[dict[str, str]] = []
+    positions: list[tuple[int, str]] = []
+    i = 0
+    while i < len(words):
+        if words[i] in DETERMINERS:
+            j, adjs = i + 1, []
+            while j < len(words) and (words[j] in COLORS or words[j] in MATERIALS):
+                adjs.append(words[j])
+                j += 1
+            if j < len(words) and words[j] not in STOP and words[j] not in DETERMINERS and len(words[j]) > 2:
+                noun = words[j]
+                if noun not in entities:
+                    entities.append(noun)
+                for a in adjs:
+                    attributes.append({"entity": noun, "type": "color" if a in COLORS else "material", "value": a})
+                positions.append((j, noun))
+                i = j
+        i += 1
+    joined = " ".join(words)
+    for (_, a), (_, b) in zip(positions, positions[1:], strict=False):
+        for prep in PREPOSITIONS:
+            if re.search(rf"\b{a}\b[a-z ]{{0,20}}\b{prep}\b (?:the |a |an )?[a-z ]{{0,20}}\b{b}\b", joined):
+                relations.append({"source": a, "type": "spatial", "predicate": prep, "target": b})
+                break
+    return {"entities": [{"name": e} for e in entities], "attributes": attributes, "relations": relations}
+
+
+QA_PROGRAM_ATTR = """def execute_command(scene_graph):
+    attrs = scene_graph.get_attributes({ent!r})
+    value = attrs.get({typ!r}, 'unknown')
+    return f'The {ent} is {{value}}.'"""
+QA_PROGRAM_REL = """def execute_command(scene_graph):
+    for target, rels in scene_graph.get_outgoing_relations({ent!r}).items():
+        for preds in rels.values():
+            return f'The {ent} is {{preds[0]}} the {{target}}.'
+    return 'unknown'"""
+
+
+def template_qa(sg_dict: dict[str, Any], n: int) -> dict[str, Any]:
+    pairs = []
+    for ent, meta in sg_dict.items():
+        for typ, value in meta.get("attributes", {}).items():
+            q = f"What {typ} is the {ent}?" if typ == "color" else f"What is the {ent} made of?"
+            pairs.append({"question": q, "answer": f"The {ent} is {value}.", "program": QA_PROGRAM_ATTR.format(ent=ent, typ=typ)})
+        for target, rels in meta.get("relations_to", {}).items():
+            pred = next(iter(rels.values()))[0]
+            pairs.append({"question": f"Where is the {ent}?", "answer": f"The {ent} is {pred} the {target}.",
+                          "program": QA_PROGRAM_REL.format(ent=ent)})
+    return {"qa_pairs": pairs[:n]}
+
+
+def default_reply(body: dict[str, Any]) -> str:
+    """Answer a PROVE prompt by rules (see module docstring)."""
+    messages = body["messages"]
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    last = messages[-1]["content"]
+    if isinstance(last, list):  # vision request: text part after the image
+        last = " ".join(p.get("text", "") for p in last if p.get("type") == "text")
+    if "extract a scene graph" in system:
+        return json.dumps(naive_tuples(last.split("Text:", 1)[-1]))
+    if "Consider the SceneGraph class" in system:
+        sg = json.loads(last.split("Tuple dictionary:", 1)[1].strip())
+        return json.dumps(template_qa(sg, 12))
+    if "identify whether each pair" in system:
+        n = len(re.findall(r"^\d+\. Question:", last, re.MULTILINE))
+        return json.dumps({"judgements": [{"index": i, "verdict": "ok", "reason": "fine"} for i in range(n)]})
+    if "cannot see" in system:  # caption-oracle: repeat the caption's first sentence mentioning a question word
+        caption = last.split("Description of the photo:", 1)[1].split("Question:", 1)[0]
+        question_words = set(re.findall(r"[a-z]+", last.split("Question:", 1)[1].lower())) - STOP
+        for sentence in re.split(r"(?<=[.!?])\s+", caption.strip()):
+            if question_words & set(re.findall(r"[a-z]+", sentence.lower())):
+                return sentence
+        return caption.strip().split(". ")[0]
+    return "It is a shiny purple bicycle next to a tall tree."  # blind / VLM: confident and wrong
+
+
+class ScriptedLLMServer:
+    """`with ScriptedLLMServer() as s:` -> s.base_url. Fault injection: `s.faults.append(fn)`,
+    where fn(body) returns (status, headers, raw_body) or None to fall through; each fault is
+    used once, in order."""
+
+    def __init__(self, reply: Callable[[dict[str, Any]], str] = default_reply, delay_s: float = 0.0):
+        self.reply = reply
+        self.delay_s = delay_s
+        self.requests: list[dict[str, Any]] = []
+        self.faults: deque[Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes] | None]] = deque()
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._send(200, {}, json.dumps({"data": [{"id": "scripted"}]}).encode())
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                with server._lock:
+                    server.requests.append(body)
+                    fault = server.faults.popleft() if server.faults else None
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                if fault is not None:
+                    out = fault(body)
+                    if out is not None:
+                        status, headers, raw = out
+                        if status == 0:  # drop the connection
+                            self.close_connection = True
+                            self.connection.shutdown(2)
+                            return
+                        self._send(status, headers, raw)
+                        return
+                content = server.reply(body)
+                resp = {"id": "scripted", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+                self._send(200, {}, json.dumps(resp).encode())
+
+            def _send(self, status: int, headers: dict[str, str], raw: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    @property
+    def chat_requests(self) -> int:
+        return len(self.requests)
+
+    def __enter__(self) -> ScriptedLLMServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(5)
