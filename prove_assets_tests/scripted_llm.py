@@ -3,7 +3,8 @@
 It is not a model. It answers PROVE's prompts with deterministic, rule-based text derived from
 the request (a naive tuple extractor, template QA pairs with real programs), so the pipeline's
 plumbing can be tested offline and fast. Faults (HTTP errors, Retry-After, malformed bodies,
-delays) are injected per test. Every request is recorded in `.requests`.
+delays) are injected per test. Every request is recorded in `.requests` (its HTTP headers in
+`.request_headers`).
 """
 
 from __future__ import annotations
@@ -106,6 +107,12 @@ def default_reply(body: dict[str, Any]) -> str:
     return "It is a shiny purple bicycle next to a tall tree."  # blind / VLM: confident and wrong
 
 
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog (5) overflows when a test opens many connections at once on a
+    # loaded machine: the kernel drops the SYN and the client retries it only after 1 s.
+    request_queue_size = 128
+
+
 class ScriptedLLMServer:
     """`with ScriptedLLMServer() as s:` -> s.base_url. Fault injection: `s.faults.append(fn)`,
     where fn(body) returns (status, headers, raw_body) or None to fall through; each fault is
@@ -115,6 +122,7 @@ class ScriptedLLMServer:
         self.reply = reply
         self.delay_s = delay_s
         self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []  # HTTP headers of each request, same order
         self.faults: deque[Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes] | None]] = deque()
         self._lock = threading.Lock()
         server = self
@@ -130,6 +138,7 @@ class ScriptedLLMServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 with server._lock:
                     server.requests.append(body)
+                    server.request_headers.append(dict(self.headers.items()))
                     fault = server.faults.popleft() if server.faults else None
                 if server.delay_s:
                     time.sleep(server.delay_s)
@@ -158,7 +167,7 @@ class ScriptedLLMServer:
                 self.end_headers()
                 self.wfile.write(raw)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

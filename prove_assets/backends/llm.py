@@ -125,29 +125,33 @@ def extract_json(text: str) -> Any:
             return json.loads(fence.group(1))
         except json.JSONDecodeError:
             pass
-    for opener, closer in (("{", "}"), ("[", "]")):
-        start = text.find(opener)
-        while start != -1:
-            depth, in_str, esc = 0, False, False
-            for i in range(start, len(text)):
-                ch = text[i]
-                if in_str:
-                    esc = (ch == "\\") and not esc
-                    if ch == '"' and not esc:
-                        in_str = False
-                    continue
-                if ch == '"':
-                    in_str = True
-                elif ch == opener:
-                    depth += 1
-                elif ch == closer:
-                    depth -= 1
-                    if depth == 0:
-                        try:
-                            return json.loads(text[start : i + 1])
-                        except json.JSONDecodeError:
-                            break
-            start = text.find(opener, start + 1)
+    # Candidates in order of position, objects and arrays alike (prose before a list of
+    # objects must not make the first object win over the whole list).
+    for start in (i for i, ch in enumerate(text) if ch in "{["):
+        opener = text[start]
+        closer = "}" if opener == "{" else "]"
+        depth, in_str, esc = 0, False, False
+        for i in range(start, len(text)):
+            ch = text[i]
+            if in_str:
+                if esc:
+                    esc = False  # this character is escaped (e.g. \" does not end the string)
+                elif ch == "\\":
+                    esc = True
+                elif ch == '"':
+                    in_str = False
+                continue
+            if ch == '"':
+                in_str = True
+            elif ch == opener:
+                depth += 1
+            elif ch == closer:
+                depth -= 1
+                if depth == 0:
+                    try:
+                        return json.loads(text[start : i + 1])
+                    except json.JSONDecodeError:
+                        break
     raise ValueError(f"no JSON object found in model output ({len(text)} chars: {text[:120]!r})")
 
 
@@ -174,6 +178,7 @@ class LLMGateway:
         self.cached = 0
         self.failed = 0
         self._lock = threading.Lock()
+        self._inflight: dict[str, threading.Lock] = {}  # request hash -> held while being sent
         self._client: openai.OpenAI | None = None
         self._server: Any = None
         with self.warehouse.connect() as con:
@@ -241,11 +246,14 @@ class LLMGateway:
     def _lookup(self, hashes: list[str]) -> dict[str, dict[str, Any]]:
         if not hashes:
             return {}
-        df = self.warehouse.query(
-            f"SELECT * FROM {SCHEMA}.llm_calls WHERE error IS NULL AND request_hash IN "
-            f"(SELECT unnest(?::VARCHAR[])) QUALIFY row_number() OVER (PARTITION BY request_hash ORDER BY created_at DESC) = 1",
-            [list(set(hashes))],
-        )
+        # Under the lock: DuckDB refuses a read-only connection while this process holds a
+        # read-write one on the same file (a worker's _record), and vice versa.
+        with self._lock:
+            df = self.warehouse.query(
+                f"SELECT * FROM {SCHEMA}.llm_calls WHERE error IS NULL AND request_hash IN "
+                f"(SELECT unnest(?::VARCHAR[])) QUALIFY row_number() OVER (PARTITION BY request_hash ORDER BY created_at DESC) = 1",
+                [list(set(hashes))],
+            )
         return {r["request_hash"]: r for r in df.to_dict("records")}
 
     def _record(self, row: dict[str, Any]) -> None:
@@ -281,16 +289,24 @@ class LLMGateway:
             self.failed += row["error"] is not None
         return row
 
-    def _call(self, prompt: Prompt, body: dict[str, Any], cache: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+    def _call(self, prompt: Prompt, body: dict[str, Any], cache: dict[str, dict[str, Any] | None]) -> tuple[dict[str, Any], bool]:
         rhash = self.request_hash(body)
-        hit = cache.get(rhash) or self._lookup([rhash]).get(rhash)
-        if hit is not None:
-            with self._lock:
-                self.cached += 1
-            return hit, True
-        return self._send(prompt, body, rhash), False
+        with self._lock:
+            gate = self._inflight.setdefault(rhash, threading.Lock())
+        with gate:  # an identical request in flight in another worker: wait, then use its row
+            hit = cache.get(rhash)
+            if hit is None and rhash not in cache:  # run() looked up its batch; repairs are new
+                hit = self._lookup([rhash]).get(rhash)
+            if hit is not None:
+                with self._lock:
+                    self.cached += 1
+                return hit, True
+            row = self._send(prompt, body, rhash)
+            if row["error"] is None:
+                cache[rhash] = row
+            return row, False
 
-    def _complete(self, req: LLMRequest, cache: dict[str, dict[str, Any]]) -> LLMResult:
+    def _complete(self, req: LLMRequest, cache: dict[str, dict[str, Any] | None]) -> LLMResult:
         messages = req.messages()
         body = self._body(messages, req.schema, req.max_tokens)
         row, cached = self._call(req.prompt, body, cache)
@@ -307,6 +323,10 @@ class LLMGateway:
             return result
         except ValueError as exc:
             problem = str(exc)
+        if row.get("finish_reason") == "length":
+            # Asking again would run into the same limit: record the truncation instead.
+            result.error = f"output cut off at max_tokens={body['max_tokens']} ({len(row['response'] or '')} chars)"
+            return result
         # One repair request: show the model its output and what was wrong with it.
         repair = messages + [
             {"role": "assistant", "content": row["response"] or ""},
@@ -335,7 +355,10 @@ class LLMGateway:
         """Complete many requests: cache looked up in one query, misses sent with bounded
         concurrency, results in request order."""
         bodies = [self._body(r.messages(), r.schema, r.max_tokens) for r in requests]
-        cache = self._lookup([self.request_hash(b) for b in bodies])
+        hashes = [self.request_hash(b) for b in bodies]
+        # None marks "looked up, not recorded": workers then skip a second query for it.
+        cache: dict[str, dict[str, Any] | None] = dict.fromkeys(hashes)
+        cache.update(self._lookup(hashes))
         results: list[LLMResult | None] = [None] * len(requests)
         done = 0
 

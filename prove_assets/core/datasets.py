@@ -180,7 +180,7 @@ def read_shard(spec: DatasetSpec, index: int) -> list[Record | Skip]:
 
 def inspect_image(path: Path, max_pixels: int = 60_000_000) -> ImageInfo:
     """sha256 and size of a readable image; raises ValueError with the reason otherwise."""
-    if not path.exists():
+    if not path.is_file():  # a directory would raise IsADirectoryError below and fail the shard
         raise ValueError(f"image file not found: {path}")
     data = path.read_bytes()
     if not data:

@@ -1,10 +1,13 @@
 """Tuples extracted from text (Cho et al.'s Davidsonian scene graph, as PROVE uses them).
 
-One schema serves the LLM extraction output, the hand-written gold tuples and the warehouse rows:
+The hand-written gold tuples use the readable form; the LLM writes the compact one; both parse
+into the same SceneTuples (and warehouse rows):
 
-    {"entities":   [{"name": "cat"}],
+    {"entities":   [{"name": "cat"}],                     or ["cat"]
      "attributes": [{"entity": "cat", "type": "color", "value": "orange"}],
+                                                          or [["cat", "color", "orange"]]
      "relations":  [{"source": "cat", "type": "spatial", "predicate": "on", "target": "sofa"}]}
+                                                          or [["cat", "spatial", "on", "sofa"]]
 """
 
 from __future__ import annotations
@@ -15,42 +18,15 @@ from typing import Any, Literal
 TupleKind = Literal["entity", "attribute", "relation"]
 
 # JSON schema handed to servers that constrain output (llama.cpp `json_object` + `schema`).
+# The LLM writes the compact form (arrays): its time is its output tokens, and arrays take about
+# half the tokens of objects. parse_tuples reads both forms.
+_STR = {"type": "string"}
 TUPLES_JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "entities": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"name": {"type": "string"}},
-                "required": ["name"],
-            },
-        },
-        "attributes": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "entity": {"type": "string"},
-                    "type": {"type": "string"},
-                    "value": {"type": "string"},
-                },
-                "required": ["entity", "type", "value"],
-            },
-        },
-        "relations": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "source": {"type": "string"},
-                    "type": {"type": "string"},
-                    "predicate": {"type": "string"},
-                    "target": {"type": "string"},
-                },
-                "required": ["source", "type", "predicate", "target"],
-            },
-        },
+        "entities": {"type": "array", "items": _STR},
+        "attributes": {"type": "array", "items": {"type": "array", "items": _STR, "minItems": 3, "maxItems": 3}},
+        "relations": {"type": "array", "items": {"type": "array", "items": _STR, "minItems": 4, "maxItems": 4}},
     },
     "required": ["entities", "attributes", "relations"],
 }
@@ -122,6 +98,8 @@ def parse_tuples(payload: Any) -> list[SceneTuple]:
         name = _clean(item.get("name") if isinstance(item, dict) else item)
         declare(name)
     for item in payload.get("attributes") or []:
+        if isinstance(item, list | tuple) and len(item) == 3:
+            item = dict(zip(("entity", "type", "value"), item, strict=True))
         if not isinstance(item, dict):
             continue
         ent, typ, val = _clean(item.get("entity")), _clean(item.get("type")), _clean(item.get("value"))
@@ -129,6 +107,8 @@ def parse_tuples(payload: Any) -> list[SceneTuple]:
             declare(ent)
             add(SceneTuple("attribute", ent, attribute_type=typ or "attribute", value=val))
     for item in payload.get("relations") or []:
+        if isinstance(item, list | tuple) and len(item) == 4:
+            item = dict(zip(("source", "type", "predicate", "target"), item, strict=True))
         if not isinstance(item, dict):
             continue
         src, tgt = _clean(item.get("source")), _clean(item.get("target"))

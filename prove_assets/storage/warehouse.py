@@ -66,9 +66,11 @@ class Warehouse:
             try:
                 con = duckdb.connect(str(self.path), read_only=read_only)
                 break
-            except duckdb.IOException as exc:
+            except (duckdb.IOException, duckdb.ConnectionException) as exc:
                 msg = str(exc)
-                if "lock" not in msg.lower():
+                # IOException: another process holds the lock. ConnectionException: this process
+                # has the file open with the other read_only setting (e.g. a gateway thread writing).
+                if "lock" not in msg.lower() and "different configuration" not in msg:
                     raise
                 if time.monotonic() >= deadline:
                     raise WarehouseLockedError(

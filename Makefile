@@ -1,0 +1,48 @@
+# prove-assets: two commands on a fresh clone.
+#   make demo   set up .venv, then build + evaluate the offline sample headless and print the leaderboard
+#   make test   set up .venv if missing, then run the tests
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export DAGSTER_HOME ?= $(CURDIR)/dagster_home
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: venv demo test ui ledger compare-llms bench lint clean-warehouse
+
+# torch first (the CPU wheel on local disk; a bare `torch` would pull a multi-GB CUDA build).
+# llama.cpp must be compiled without -march=native (this VM advertises AMX and faults on it),
+# and without pip's cache so a natively built wheel is never reused.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install -q --no-cache-dir -e ".[embedded,dev]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	$(VENV)/bin/prove-assets demo
+
+test: venv
+	$(PY) -m pytest
+
+ui: venv
+	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# Re-record the embedded model's answers for the sample (run after changing a prompt): every
+# request the ledger cannot answer goes to the live model, then the recorded calls are exported.
+ledger: venv
+	$(VENV)/bin/prove-assets demo
+	$(VENV)/bin/prove-assets export-ledger
+
+compare-llms: venv
+	$(PY) bench/compare_embedded_llms.py
+
+bench: venv
+	$(PY) bench/bench_sandbox.py
+
+lint: venv
+	$(VENV)/bin/ruff check .

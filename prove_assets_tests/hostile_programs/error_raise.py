@@ -1,0 +1,5 @@
+# tries: raising an exception
+# expect: program_error
+# ruff: noqa
+def execute_command(scene_graph):
+    raise ValueError("boom")

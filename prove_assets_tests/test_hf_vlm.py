@@ -1,0 +1,217 @@
+"""PLUMBING ONLY: the `transformers` responder backend against a tiny randomly initialised
+model built in the test. Its answers are noise; these tests check the machinery (offline
+loading, chat template, left-padded batching, decoding only new tokens, per-item fallback,
+progress, error slots), never answer quality.
+
+The tiny model is a LLaVA (CLIP vision tower + Llama text model, hidden size 32, 2 layers each)
+saved with `save_pretrained`, with a `LlavaProcessor` made of the PIL (no torchvision) CLIP
+image processor and a word-level tokenizer built from `tokenizers`, all offline; the Hub is
+switched off (HF_HUB_OFFLINE=1) for the whole module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from prove_assets.backends.hf_vlm import TransformersResponder, TransformersResponderError
+from prove_assets.backends.responders import ModelSpec, Question, respond
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] | upper }}: "
+    "{% for c in m['content'] %}{% if c['type'] == 'image' %}<image> "
+    "{% elif c['type'] == 'text' %}{{ c['text'] }} {% endif %}{% endfor %}{% endfor %}"
+    "{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+
+
+def build_tiny_llava(folder: Path) -> Path:
+    """A random, untrained LLaVA small enough to run in milliseconds: noise in, noise out."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        PreTrainedTokenizerFast,
+    )
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    words = ["<pad>", "<unk>", "<s>", "</s>", "<image>", "USER:", "SYSTEM:", "ASSISTANT:"]
+    words += ["what", "colour", "is", "the", "square", "how", "many", "?"] + [
+        f"w{i}" for i in range(48)
+    ]
+    vocab = {w: i for i, w in enumerate(words)}
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        unk_token="<unk>",
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        extra_special_tokens={"image_token": "<image>"},
+    )
+    # 16x16 crops, 8x8 patches: 4 patch features per image (+CLS, dropped by "default").
+    image_processor = CLIPImageProcessorPil(
+        size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16}
+    )
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=CHAT_TEMPLATE,
+    )
+    config = LlavaConfig(
+        vision_config=CLIPVisionConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=16,
+            patch_size=8,
+            projection_dim=32,
+        ),
+        text_config=LlamaConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            vocab_size=len(vocab),
+            max_position_embeddings=256,
+            pad_token_id=0,
+            bos_token_id=2,
+            eos_token_id=3,
+        ),
+        image_token_index=vocab["<image>"],
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+    )
+    torch.manual_seed(0)
+    LlavaForConditionalGeneration(config).save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def offline() -> Iterator[None]:
+    import huggingface_hub.constants
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+        yield
+
+
+@pytest.fixture(scope="module")
+def tiny_model(offline: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_llava(tmp_path_factory.mktemp("tiny_llava"))
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    from PIL import Image
+
+    d = tmp_path_factory.mktemp("images")
+    Image.new("RGB", (40, 30), (200, 10, 10)).save(d / "red.png")
+    Image.new("L", (20, 50), 128).save(d / "grey.png")  # greyscale: must be converted to RGB
+    Image.new("RGBA", (33, 33), (0, 0, 255, 128)).save(d / "blue.png")
+    return [str(d / n) for n in ("red.png", "grey.png", "blue.png")]
+
+
+@pytest.fixture(scope="module")
+def responder(tiny_model: Path) -> TransformersResponder:
+    return TransformersResponder(
+        model_path=str(tiny_model), batch_size=2, device="cpu", max_new_tokens=4
+    )
+
+
+def test_plumbing_only_noise_answers_are_strings_in_order_with_progress(responder, images):
+    items = [
+        (images[0], "what colour is the square ?"),
+        (images[1], "how many"),
+        (images[2], "what is"),
+    ]
+    progress: list[tuple[int, int]] = []
+    answers = responder.answer(items, lambda done, total: progress.append((done, total)))
+    assert len(answers) == 3
+    assert all(isinstance(a, str) for a in answers), answers
+    assert progress == [(2, 3), (3, 3)]  # batch_size 2: two batches
+    # Noise, but deterministic (greedy decoding).
+    assert responder.answer(items) == answers
+    # The prompt alone is longer than 4 tokens; max_new_tokens=4 caps what may come back.
+    assert all(len(a.split()) <= 4 for a in answers), answers
+
+
+def test_plumbing_only_prompt_uses_chat_template_with_image_and_system(tiny_model):
+    r = TransformersResponder(
+        model_path=str(tiny_model), device="cpu", max_new_tokens=2, system_prompt="w1 w2"
+    )
+    assert r.prompt("how many ?") == "SYSTEM: w1 w2 USER: <image> how many ? ASSISTANT:"
+    assert r.processor.tokenizer.padding_side == "left"
+
+
+def test_plumbing_only_missing_image_is_an_exception_in_its_slot(responder, images, tmp_path):
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not an image")
+    items = [
+        (images[0], "what"),
+        (str(tmp_path / "missing.png"), "what"),
+        (images[1], "what"),
+        (str(broken), "w1"),
+    ]
+    answers = responder.answer(items)
+    assert isinstance(answers[0], str) and isinstance(answers[2], str)
+    assert isinstance(answers[1], FileNotFoundError)
+    assert isinstance(answers[3], Exception)
+
+
+def test_plumbing_only_failed_batch_falls_back_to_one_by_one(responder, images, monkeypatch):
+    real = responder._generate
+    calls: list[int] = []
+
+    def flaky(imgs, questions):
+        calls.append(len(questions))
+        if "w13" in questions:
+            raise RuntimeError("this item breaks the model")
+        return real(imgs, questions)
+
+    monkeypatch.setattr(responder, "_generate", flaky)
+    answers = responder.answer([(images[0], "what"), (images[1], "w13"), (images[2], "how")])
+    assert calls == [2, 1, 1, 1]  # batch of 2 fails -> each alone; second batch has one item
+    assert isinstance(answers[0], str) and isinstance(answers[2], str)
+    assert isinstance(answers[1], RuntimeError)
+
+
+def test_plumbing_only_respond_maps_to_responses(tiny_model, images, tmp_path):
+    spec = ModelSpec(
+        "tiny",
+        "transformers",
+        {"model_path": str(tiny_model), "batch_size": 2, "device": "cpu", "max_new_tokens": 3},
+    )
+    qs = [
+        Question(f"q{i}", "what", "a", "c", p)
+        for i, p in enumerate([images[0], str(tmp_path / "gone.png")])
+    ]
+    out = respond(
+        spec, qs, prompts_dir=tmp_path, llm=lambda settings: pytest.fail("no LLM for transformers")
+    )
+    assert (
+        isinstance(out[0].response, str) and out[0].error is None and out[0].latency_s is not None
+    )
+    assert out[1].response is None and out[1].error.startswith("FileNotFoundError")
+
+
+def test_missing_model_path_raises_a_clear_error(tmp_path):
+    with pytest.raises(
+        TransformersResponderError, match="download the model on a machine with internet"
+    ):
+        TransformersResponder(model_path=str(tmp_path / "no-such-model"))

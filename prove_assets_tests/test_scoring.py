@@ -1,0 +1,90 @@
+"""PROVE's helpfulness / truthfulness on hand-built cases with known answers (real MiniLM)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from prove_assets.core.leaderboard import leaderboard_table, wide_table
+from prove_assets.core.scoring import SentenceEmbedder, paper_score, question_type, stated_in_question
+from prove_assets.core.tuples import parse_tuples
+
+
+@pytest.fixture(scope="module")
+def embedder() -> SentenceEmbedder:
+    return SentenceEmbedder()
+
+
+CAPTION = parse_tuples({
+    "entities": ["cat", "table", "mug", "window"],
+    "attributes": [["cat", "color", "white"], ["mug", "color", "blue"], ["table", "material", "wooden"]],
+    "relations": [["cat", "spatial", "on", "table"], ["mug", "spatial", "next to", "cat"]],
+})
+QUESTION = "What color is the mug next to the cat?"
+ANSWER = parse_tuples({"entities": ["mug"], "attributes": [["mug", "color", "blue"]], "relations": []})
+
+
+def test_exact_match_is_fully_helpful_and_truthful(embedder):
+    s = paper_score(QUESTION, ANSWER, ANSWER, CAPTION, embedder)
+    assert s.helpfulness == pytest.approx(1.0, abs=1e-4)
+    assert s.truthfulness == pytest.approx(1.0, abs=1e-4)
+    assert s.hallucinated == []
+
+
+def test_answer_tuples_stated_in_the_question_are_skipped(embedder):
+    # "mug" is in the question, so only "mug is blue" counts toward recall.
+    s = paper_score(QUESTION, ANSWER, ANSWER, CAPTION, embedder)
+    assert s.n_answer_tuples == 1
+    assert stated_in_question(ANSWER[0], QUESTION) and not stated_in_question(ANSWER[1], QUESTION)
+
+
+def test_an_object_absent_from_the_caption_lowers_truthfulness(embedder):
+    response = parse_tuples({"entities": ["mug", "bicycle"], "attributes": [["mug", "color", "blue"], ["bicycle", "color", "purple"]],
+                             "relations": []})
+    s = paper_score(QUESTION, ANSWER, response, CAPTION, embedder)
+    assert s.helpfulness == pytest.approx(1.0, abs=1e-4)
+    assert s.truthfulness < 0.9
+    assert "bicycle" in s.hallucinated_entities and "mug" not in s.hallucinated_entities
+
+
+def test_a_wrong_answer_is_less_helpful_than_the_right_one(embedder):
+    wrong = parse_tuples({"entities": ["mug"], "attributes": [["mug", "color", "red"]], "relations": []})
+    right = paper_score(QUESTION, ANSWER, ANSWER, CAPTION, embedder)
+    s = paper_score(QUESTION, ANSWER, wrong, CAPTION, embedder)
+    assert s.helpfulness < right.helpfulness
+
+
+def test_empty_response_has_no_claims(embedder):
+    s = paper_score(QUESTION, ANSWER, [], CAPTION, embedder)
+    assert s.helpfulness == 0.0 and s.truthfulness is None and s.edge_case == "no_response_tuples"
+
+
+def test_image_entailment_can_support_a_tuple_the_caption_lacks(embedder):
+    response = parse_tuples({"entities": ["curtain"], "attributes": [["curtain", "color", "green"]], "relations": []})
+    caption_only = paper_score(QUESTION, ANSWER, response, CAPTION, embedder)
+    with_image = paper_score(QUESTION, ANSWER, response, CAPTION, embedder, image_entailment=lambda texts: [1.0] * len(texts))
+    assert with_image.truthfulness == pytest.approx(1.0)
+    assert caption_only.truthfulness < 0.9
+
+
+def test_leaderboard_table_layout():
+    scores = pd.DataFrame([
+        {"model": "a", "qa_id": "1", "complexity": "simple", "helpfulness": 1.0, "truthfulness": 0.5, "error": None,
+         "edge_case": None, "truth_source": "caption", "question_type": "what color"},
+        {"model": "a", "qa_id": "2", "complexity": "complex", "helpfulness": 0.0, "truthfulness": None, "error": None,
+         "edge_case": "no_response_tuples", "truth_source": "caption", "question_type": "where is"},
+        {"model": "a", "qa_id": "3", "complexity": "complex", "helpfulness": None, "truthfulness": None, "error": "boom",
+         "edge_case": None, "truth_source": "caption", "question_type": "where is"},
+    ])
+    board = leaderboard_table(scores).set_index(["model", "subset"])
+    assert board.loc[("a", "simple"), "helpfulness"] == 100.0
+    assert board.loc[("a", "full"), "helpfulness"] == 50.0
+    assert board.loc[("a", "full"), "truthfulness"] == 50.0  # the no-claims response is excluded from T
+    assert board.loc[("a", "full"), "n"] == 2 and board.loc[("a", "full"), "errors"] == 1
+    assert board.loc[("a", "full"), "no_claims"] == 1
+    wide = wide_table(leaderboard_table(scores))
+    assert list(wide.columns[:4]) == ["model", "simple H", "simple T", "simple avg"]
+
+
+def test_question_type_is_first_two_words():
+    assert question_type("What color is the mug?") == "what color"
