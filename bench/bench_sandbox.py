@@ -199,9 +199,7 @@ def expected_verdicts(text: str) -> set[str]:
     return set(match.group(1).split("|")) if match else {"program_error"}
 
 
-def bench_containment(
-    timeout_s: float, lanes: int
-) -> tuple[int, int, float, str, float, list[str]]:
+def bench_containment(timeout_s: float, lanes: int) -> tuple[int, int, float, str, float, list[str]]:
     files = sorted(CORPUS.glob("*.py"))
     sg_json = CORPUS_GRAPH.to_json()
     lock = threading.Lock()
@@ -247,9 +245,7 @@ def main() -> int:
     parser.add_argument("--programs", type=int, default=2000)
     parser.add_argument("--cold", type=int, default=50)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument(
-        "--timeout", type=float, default=2.0, help="per-program wall limit for the corpus"
-    )
+    parser.add_argument("--timeout", type=float, default=2.0, help="per-program wall limit for the corpus")
     parser.add_argument("--skip-corpus", action="store_true")
     args = parser.parse_args()
 
@@ -267,9 +263,7 @@ def main() -> int:
     print(f"target >= {TARGET:.0f} programs/s warm: {status} ({warm_rate:.0f})")
     if not args.skip_corpus:
         t0 = time.perf_counter()
-        contained, total, worst, name, recovery, failures = bench_containment(
-            args.timeout, args.workers
-        )
+        contained, total, worst, name, recovery, failures = bench_containment(args.timeout, args.workers)
         took = time.perf_counter() - t0
         print(
             f"corpus containment: {contained}/{total} contained (timeout {args.timeout:g} s), "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Callable
 
 from prove_assets.backends.llm import LLMGateway
 from prove_assets.backends.local_llm import EMBEDDED_MODELS
@@ -22,18 +22,22 @@ from prove_assets.defs.resources import LLMResource
 from prove_assets.storage.warehouse import Warehouse
 
 
+def progress(model: str) -> Callable[[int, int], None]:
+    return lambda done, total: print(f"  {model}: {done}/{total}", file=sys.stderr, flush=True)
+
+
 def main(models: list[str]) -> None:
     captions = [json.loads(line) for line in (SAMPLE_DIR / "captions.jsonl").read_text().splitlines() if line.strip()]
     gold = json.loads((SAMPLE_DIR / "gold_tuples.json").read_text())
     embedder = SentenceEmbedder()
     wh = Warehouse(warehouse_path())
-    print(f"{'model':40} {'entity P/R/F1':>18} {'attribute P/R/F1':>18} {'relation P/R/F1':>18} {'failed':>6} {'wall s':>7}")
+    header = ["entity P/R/F1", "attribute P/R/F1", "relation P/R/F1"]
+    print(f"{'model':40} " + " ".join(f"{h:>18}" for h in header) + f" {'failed':>6} {'wall s':>7}")
     for model in models:
-        settings = replace(LLMResource(model=model).settings())
+        settings = LLMResource(model=model).settings()
         started = time.monotonic()
         with LLMGateway(settings, wh, log=lambda m: print(m, file=sys.stderr)) as gw:
-            results = gw.run([tuples_request(c["caption"]) for c in captions],
-                             lambda d, t: print(f"  {model}: {d}/{t}", file=sys.stderr, flush=True))
+            results = gw.run([tuples_request(c["caption"]) for c in captions], progress(model))
             sent = gw.sent
         wall = time.monotonic() - started
         pred_all, gold_all, failed = [], [], 0
@@ -43,7 +47,9 @@ def main(models: list[str]) -> None:
             gold_all += parse_tuples(gold[c["id"]])
         q = extraction_quality(pred_all, gold_all, embedder)
         cells = [f"{q[k]['precision']:.2f}/{q[k]['recall']:.2f}/{q[k]['f1']:.2f}" for k in KINDS]
-        print(f"{model:40} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18} {failed:>6} {wall:>7.0f}  ({sent} requests sent)")
+        print(
+            f"{model:40} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18} {failed:>6} {wall:>7.0f}  ({sent} requests sent)"
+        )
 
 
 if __name__ == "__main__":

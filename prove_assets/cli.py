@@ -1,10 +1,10 @@
 """`prove-assets`: run PROVE headless and read its results.
 
-    prove-assets demo               register partitions, build the benchmark, evaluate, print
-    prove-assets leaderboard        print Table 1 (--format table|csv|json)
-    prove-assets run-program FILE   run one verification program in the sandbox
-    prove-assets register           add datasets.yaml shards and models.yaml models as partitions
-    prove-assets export-ledger      write the embedded model's recorded calls (the ledger)
+prove-assets demo               register partitions, build the benchmark, evaluate, print
+prove-assets leaderboard        print Table 1 (--format table|csv|json)
+prove-assets run-program FILE   run one verification program in the sandbox
+prove-assets register           add datasets.yaml shards and models.yaml models as partitions
+prove-assets export-ledger      write the embedded model's recorded calls (the ledger)
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def run_jobs(shards: list[str] | None = None, models: list[str] | None = None, l
     """Materialize build_benchmark per shard, evaluate_models per shard x model, then report."""
     import dagster as dg
 
-    from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
     from prove_assets.definitions import defs
+    from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
 
     instance = _instance()
     register_partitions(instance)
@@ -62,15 +62,21 @@ def run_jobs(shards: list[str] | None = None, models: list[str] | None = None, l
     models = models or registered_models()
     run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     results = []
-    steps = [("build_benchmark", s) for s in shards] + [
-        ("evaluate_models", dg.MultiPartitionKey({"shard": s, "model": m})) for s in shards for m in models
-    ] + [("report", None)]
+    steps = (
+        [("build_benchmark", s) for s in shards]
+        + [("evaluate_models", dg.MultiPartitionKey({"shard": s, "model": m})) for s in shards for m in models]
+        + [("report", None)]
+    )
     for i, (job, key) in enumerate(steps, 1):
         started = time.monotonic()
         print(f"[{i}/{len(steps)}] {job} {key or ''}".rstrip(), flush=True)
-        res = defs.get_job_def(job).execute_in_process(instance=instance, partition_key=key, run_config=run_config,
-                                                       raise_on_error=False)
-        print(f"      {'ok' if res.success else 'FAILED'} in {time.monotonic() - started:.1f} s (run {res.run_id})", flush=True)
+        res = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, partition_key=key, run_config=run_config, raise_on_error=False
+        )
+        print(
+            f"      {'ok' if res.success else 'FAILED'} in {time.monotonic() - started:.1f} s (run {res.run_id})",
+            flush=True,
+        )
         results.append(res)
         if not res.success:
             for ev in res.all_events:
@@ -85,14 +91,23 @@ def cmd_demo(args: argparse.Namespace) -> None:
     results = run_jobs(args.shards, args.models, args.log_level)
     wh = Warehouse(warehouse_path())
     print(f"\nBuilt in {time.monotonic() - started:.0f} s. Warehouse: {wh.path} (schema {SCHEMA})")
-    tables = wh.query("SELECT table_name, estimated_size AS rows FROM duckdb_tables() WHERE schema_name = ? ORDER BY table_name", [SCHEMA])
+    tables = wh.query(
+        "SELECT table_name, estimated_size AS rows FROM duckdb_tables() WHERE schema_name = ? ORDER BY table_name",
+        [SCHEMA],
+    )
     _print_df(tables)
-    print("\nLLM requests this demo: "
-          f"{_metadata_sum(results, 'llm_requests_sent')} sent to the model, "
-          f"{_metadata_sum(results, 'llm_requests_cached')} answered from the recorded cache")
+    print(
+        "\nLLM requests this demo: "
+        f"{_metadata_sum(results, 'llm_requests_sent')} sent to the model, "
+        f"{_metadata_sum(results, 'llm_requests_cached')} answered from the recorded cache"
+    )
     print("\nQA verdicts (benchmark = kept):")
-    _print_df(wh.query(f"SELECT verdict, count(*) AS n, round(100.0 * count(*) / sum(count(*)) OVER (), 1) AS pct "
-                       f"FROM {SCHEMA}.verified_qa GROUP BY verdict ORDER BY n DESC"))
+    _print_df(
+        wh.query(
+            f"SELECT verdict, count(*) AS n, round(100.0 * count(*) / sum(count(*)) OVER (), 1) AS pct "
+            f"FROM {SCHEMA}.verified_qa GROUP BY verdict ORDER BY n DESC"
+        )
+    )
     print("\nLeaderboard (PROVE Table 1; H = helpfulness, T = truthfulness, in %):")
     cmd_leaderboard(argparse.Namespace(format="table", long=False))
 
@@ -124,8 +139,18 @@ def cmd_run_program(args: argparse.Namespace) -> None:
             raise SystemExit(f"no scene graph for image {args.image!r} in {warehouse_path()}")
         sg_json = df.iloc[0]["scene_graph"]
     r = run_program(source, sg_json, timeout_s=args.timeout)
-    print(json.dumps({"output": r.output, "visited": r.visited, "verdict": r.verdict, "reason": r.reason,
-                      "seconds": round(r.seconds, 4)}, indent=2))
+    print(
+        json.dumps(
+            {
+                "output": r.output,
+                "visited": r.visited,
+                "verdict": r.verdict,
+                "reason": r.reason,
+                "seconds": round(r.seconds, 4),
+            },
+            indent=2,
+        )
+    )
 
 
 def cmd_register(args: argparse.Namespace) -> None:
@@ -144,7 +169,9 @@ def cmd_export_ledger(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="prove-assets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="prove-assets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="materialize the whole pipeline headless and print the results")
     p.add_argument("--shards", nargs="*", help="shard keys (default: every shard in datasets.yaml)")

@@ -9,6 +9,7 @@ from prove_assets.defs.resources import (
     SandboxResource,
     WarehouseResource,
     llm_from_env,
+    visual_entailment_from_env,
 )
 
 all_assets = dg.load_assets_from_modules([benchmark, evaluation, reports])
@@ -17,15 +18,23 @@ all_checks = dg.load_asset_checks_from_modules([checks])
 # A run cannot mix shard and shard x model partitions, hence three jobs. The in-process
 # executor: steps here are few and heavy, and it is ~4x faster than multiprocess for them.
 build_benchmark = dg.define_asset_job(
-    "build_benchmark", selection=dg.AssetSelection.groups("ingest", "benchmark"),
+    "build_benchmark",
+    selection=dg.AssetSelection.groups("ingest", "benchmark"),
     executor_def=dg.in_process_executor,
-    description="Images -> caption tuples -> scene graphs -> QA candidates -> verified QA -> answer tuples, per shard.")
+    description="Images -> caption tuples -> scene graphs -> QA candidates -> verified QA -> answer tuples, per shard.",
+)
 evaluate_models = dg.define_asset_job(
-    "evaluate_models", selection=dg.AssetSelection.groups("evaluation"),
+    "evaluate_models",
+    selection=dg.AssetSelection.groups("evaluation"),
     executor_def=dg.in_process_executor,
-    description="Responses -> response tuples -> helpfulness/truthfulness, per shard x model.")
-report = dg.define_asset_job("report", selection=dg.AssetSelection.groups("reports"),
-                             executor_def=dg.in_process_executor, description="The leaderboard.")
+    description="Responses -> response tuples -> helpfulness/truthfulness, per shard x model.",
+)
+report = dg.define_asset_job(
+    "report",
+    selection=dg.AssetSelection.groups("reports"),
+    executor_def=dg.in_process_executor,
+    description="The leaderboard.",
+)
 
 defs = dg.Definitions(
     assets=all_assets,
@@ -37,5 +46,6 @@ defs = dg.Definitions(
         "llm": llm_from_env(),
         "sandbox": SandboxResource(),
         "embeddings": EmbeddingResource(),
+        "visual_entailment": visual_entailment_from_env(),
     },
 )

@@ -24,8 +24,13 @@ def prove_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PROVE_WAREHOUSE", str(home / "warehouse.duckdb"))
     lines = (SAMPLE_DIR / "captions.jsonl").read_text().splitlines()[:2]
     data = tmp_path / "mini.jsonl"
-    data.write_text("\n".join(json.dumps({**json.loads(x), "image": str(SAMPLE_DIR / json.loads(x)["image"])}) for x in lines) + "\n")
-    (tmp_path / "datasets.yaml").write_text(f"datasets:\n  mini:\n    loader: jsonl\n    path: {data}\n    shard_size: 50\n")
+    data.write_text(
+        "\n".join(json.dumps({**json.loads(x), "image": str(SAMPLE_DIR / json.loads(x)["image"])}) for x in lines)
+        + "\n"
+    )
+    (tmp_path / "datasets.yaml").write_text(
+        f"datasets:\n  mini:\n    loader: jsonl\n    path: {data}\n    shard_size: 50\n"
+    )
     (tmp_path / "models.yaml").write_text("models:\n  gold:\n    backend: gold\n  blind:\n    backend: blind\n")
     monkeypatch.setenv("PROVE_DATASETS", str(tmp_path / "datasets.yaml"))
     monkeypatch.setenv("PROVE_MODELS", str(tmp_path / "models.yaml"))

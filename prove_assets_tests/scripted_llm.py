@@ -18,11 +18,42 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-COLORS = {"red", "blue", "green", "white", "black", "brown", "orange", "yellow", "gray", "grey", "pink", "purple",
-          "silver", "gold", "golden", "beige", "tan", "dark", "light"}
+COLORS = {
+    "red",
+    "blue",
+    "green",
+    "white",
+    "black",
+    "brown",
+    "orange",
+    "yellow",
+    "gray",
+    "grey",
+    "pink",
+    "purple",
+    "silver",
+    "gold",
+    "golden",
+    "beige",
+    "tan",
+    "dark",
+    "light",
+}
 MATERIALS = {"wooden", "metal", "glass", "plastic", "stone", "ceramic", "leather", "paper", "concrete"}
 DETERMINERS = {"a", "an", "the", "two", "three", "four", "several", "its", "his", "her"}
-PREPOSITIONS = ("next to", "in front of", "on top of", "behind", "under", "above", "below", "on", "beside", "near", "inside")
+PREPOSITIONS = (
+    "next to",
+    "in front of",
+    "on top of",
+    "behind",
+    "under",
+    "above",
+    "below",
+    "on",
+    "beside",
+    "near",
+    "inside",
+)
 STOP = {"is", "are", "and", "with", "of", "in", "to", "at", "it", "that", "this", "which", "has", "there", "as", "by"}
 
 
@@ -74,11 +105,18 @@ def template_qa(sg_dict: dict[str, Any], n: int) -> dict[str, Any]:
     for ent, meta in sg_dict.items():
         for typ, value in meta.get("attributes", {}).items():
             q = f"What {typ} is the {ent}?" if typ == "color" else f"What is the {ent} made of?"
-            pairs.append({"question": q, "answer": f"The {ent} is {value}.", "program": QA_PROGRAM_ATTR.format(ent=ent, typ=typ)})
+            pairs.append(
+                {"question": q, "answer": f"The {ent} is {value}.", "program": QA_PROGRAM_ATTR.format(ent=ent, typ=typ)}
+            )
         for target, rels in meta.get("relations_to", {}).items():
             pred = next(iter(rels.values()))[0]
-            pairs.append({"question": f"Where is the {ent}?", "answer": f"The {ent} is {pred} the {target}.",
-                          "program": QA_PROGRAM_REL.format(ent=ent)})
+            pairs.append(
+                {
+                    "question": f"Where is the {ent}?",
+                    "answer": f"The {ent} is {pred} the {target}.",
+                    "program": QA_PROGRAM_REL.format(ent=ent),
+                }
+            )
     return {"qa_pairs": pairs[:n]}
 
 
@@ -153,9 +191,16 @@ class ScriptedLLMServer:
                         self._send(status, headers, raw)
                         return
                 content = server.reply(body)
-                resp = {"id": "scripted", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+                resp = {
+                    "id": "scripted",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model"),
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }
                 self._send(200, {}, json.dumps(resp).encode())
 
             def _send(self, status: int, headers: dict[str, str], raw: bytes) -> None:

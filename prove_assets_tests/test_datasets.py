@@ -55,9 +55,7 @@ def hostile_jsonl(tmp_path: Path) -> Path:
         _line(id="f", image="f.jpg", caption="word " * 10_000),  # 7 50,000 characters
         b'["g", "g.jpg", "a caption"]',  # 8 an array
         b"",  # blank lines are not entries
-        _line(
-            image="/abs/path/h.png", caption="An absolute path, the id from the stem."
-        ),  # 10 good
+        _line(image="/abs/path/h.png", caption="An absolute path, the id from the stem."),  # 10 good
         _line(id="i", image="i.jpg", caption="   "),  # 11 whitespace-only caption
         _line(id="j", image="j.jpg", caption=12345),  # 12 caption not a string
         b"42",  # 13 a number
@@ -108,9 +106,7 @@ def test_max_caption_chars_is_configurable(hostile_jsonl: Path) -> None:
 def test_duplicate_ids_skipped_across_shards(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     ids = ["x", "y", "x", "z", "y"]
-    path.write_text(
-        "\n".join(json.dumps({"id": i, "image": f"{i}.jpg", "caption": "c"}) for i in ids)
-    )
+    path.write_text("\n".join(json.dumps({"id": i, "image": f"{i}.jpg", "caption": "c"}) for i in ids))
     spec = _jsonl_spec(path, shard_size=2)
     shards = [read_shard(spec, k) for k in range(shard_count(spec))]
     kinds = [[type(i).__name__ for i in s] for s in shards]
@@ -128,10 +124,7 @@ def test_missing_dataset_file_is_a_config_error(tmp_path: Path) -> None:
 def test_sharding_covers_every_entry_once(tmp_path: Path) -> None:
     path = tmp_path / "seven.jsonl"
     path.write_text(
-        "".join(
-            json.dumps({"id": f"i{n}", "image": f"{n}.jpg", "caption": f"c{n}"}) + "\n"
-            for n in range(7)
-        )
+        "".join(json.dumps({"id": f"i{n}", "image": f"{n}.jpg", "caption": f"c{n}"}) + "\n" for n in range(7))
     )
     spec = _jsonl_spec(path, shard_size=3)
     assert shard_count(spec) == 3
@@ -152,9 +145,7 @@ def test_shard_count_edges(tmp_path: Path) -> None:
     spec = _jsonl_spec(path, shard_size=3)
     assert shard_count(spec) == 1  # an empty dataset still has one (empty) shard
     assert read_shard(spec, 0) == []
-    path.write_text(
-        "".join(json.dumps({"image": f"{n}.jpg", "caption": "c"}) + "\n" for n in range(6))
-    )
+    path.write_text("".join(json.dumps({"image": f"{n}.jpg", "caption": "c"}) + "\n" for n in range(6)))
     assert shard_count(spec) == 2  # exact multiple: no trailing empty shard
 
 

@@ -42,9 +42,7 @@ def build_tiny_llava(folder: Path) -> Path:
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
     words = ["<pad>", "<unk>", "<s>", "</s>", "<image>", "USER:", "SYSTEM:", "ASSISTANT:"]
-    words += ["what", "colour", "is", "the", "square", "how", "many", "?"] + [
-        f"w{i}" for i in range(48)
-    ]
+    words += ["what", "colour", "is", "the", "square", "how", "many", "?"] + [f"w{i}" for i in range(48)]
     vocab = {w: i for i, w in enumerate(words)}
     tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -57,9 +55,7 @@ def build_tiny_llava(folder: Path) -> Path:
         extra_special_tokens={"image_token": "<image>"},
     )
     # 16x16 crops, 8x8 patches: 4 patch features per image (+CLS, dropped by "default").
-    image_processor = CLIPImageProcessorPil(
-        size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16}
-    )
+    image_processor = CLIPImageProcessorPil(size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16})
     processor = LlavaProcessor(
         image_processor=image_processor,
         tokenizer=tokenizer,
@@ -129,9 +125,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 @pytest.fixture(scope="module")
 def responder(tiny_model: Path) -> TransformersResponder:
-    return TransformersResponder(
-        model_path=str(tiny_model), batch_size=2, device="cpu", max_new_tokens=4
-    )
+    return TransformersResponder(model_path=str(tiny_model), batch_size=2, device="cpu", max_new_tokens=4)
 
 
 def test_plumbing_only_noise_answers_are_strings_in_order_with_progress(responder, images):
@@ -152,9 +146,7 @@ def test_plumbing_only_noise_answers_are_strings_in_order_with_progress(responde
 
 
 def test_plumbing_only_prompt_uses_chat_template_with_image_and_system(tiny_model):
-    r = TransformersResponder(
-        model_path=str(tiny_model), device="cpu", max_new_tokens=2, system_prompt="w1 w2"
-    )
+    r = TransformersResponder(model_path=str(tiny_model), device="cpu", max_new_tokens=2, system_prompt="w1 w2")
     assert r.prompt("how many ?") == "SYSTEM: w1 w2 USER: <image> how many ? ASSISTANT:"
     assert r.processor.tokenizer.padding_side == "left"
 
@@ -197,21 +189,12 @@ def test_plumbing_only_respond_maps_to_responses(tiny_model, images, tmp_path):
         "transformers",
         {"model_path": str(tiny_model), "batch_size": 2, "device": "cpu", "max_new_tokens": 3},
     )
-    qs = [
-        Question(f"q{i}", "what", "a", "c", p)
-        for i, p in enumerate([images[0], str(tmp_path / "gone.png")])
-    ]
-    out = respond(
-        spec, qs, prompts_dir=tmp_path, llm=lambda settings: pytest.fail("no LLM for transformers")
-    )
-    assert (
-        isinstance(out[0].response, str) and out[0].error is None and out[0].latency_s is not None
-    )
+    qs = [Question(f"q{i}", "what", "a", "c", p) for i, p in enumerate([images[0], str(tmp_path / "gone.png")])]
+    out = respond(spec, qs, prompts_dir=tmp_path, llm=lambda settings: pytest.fail("no LLM for transformers"))
+    assert isinstance(out[0].response, str) and out[0].error is None and out[0].latency_s is not None
     assert out[1].response is None and out[1].error.startswith("FileNotFoundError")
 
 
 def test_missing_model_path_raises_a_clear_error(tmp_path):
-    with pytest.raises(
-        TransformersResponderError, match="download the model on a machine with internet"
-    ):
+    with pytest.raises(TransformersResponderError, match="download the model on a machine with internet"):
         TransformersResponder(model_path=str(tmp_path / "no-such-model"))

@@ -73,9 +73,7 @@ def test_identical_request_is_sent_once_within_and_across_runs(wh: Warehouse) ->
         [first] = gw.run([req])
         [second] = gw.run([req])
         assert first.error is None and not first.cached
-        assert (
-            first.text == json.dumps({"echo": "hello"}) and first.data == first.text
-        )  # no schema: raw text
+        assert first.text == json.dumps({"echo": "hello"}) and first.data == first.text  # no schema: raw text
         assert second.cached and second.call_id == first.call_id and second.text == first.text
         assert server.chat_requests == 1
         assert (gw.sent, gw.cached, gw.failed) == (1, 1, 0)
@@ -107,9 +105,7 @@ def test_identical_request_is_sent_once_within_and_across_runs(wh: Warehouse) ->
         # A different value is a different request.
         [other] = gw2.run([LLMRequest(PROMPT, {"x": "world"})])
         assert not other.cached and other.call_id != first.call_id
-        assert (
-            server.chat_requests == 2 and server.requests[-1]["messages"][-1]["content"] == "world"
-        )
+        assert server.chat_requests == 2 and server.requests[-1]["messages"][-1]["content"] == "world"
         assert len(calls(wh)) == 2
 
 
@@ -122,9 +118,7 @@ def test_duplicate_in_one_batch_and_request_body(wh: Warehouse) -> None:
             [req, req], on_progress=lambda d, n: progress.append((d, n))
         )
         assert server.chat_requests == 1
-        assert [r.cached for r in results] == [False, True] and results[0].call_id == results[
-            1
-        ].call_id
+        assert [r.cached for r in results] == [False, True] and results[0].call_id == results[1].call_id
         assert results[0].data == {"echo": "dup"}
         assert progress == [(1, 2), (2, 2)]
         body = server.requests[0]
@@ -154,18 +148,14 @@ def test_429_with_retry_after_then_success(wh: Warehouse) -> None:
         assert res.error is None and res.data == {"echo": "a"}
         assert server.chat_requests == 2 and not server.faults
         df = calls(wh)
-        assert len(df) == 1 and null(
-            df.iloc[0]["error"]
-        )  # one logical call, retried inside the client
+        assert len(df) == 1 and null(df.iloc[0]["error"])  # one logical call, retried inside the client
         assert (gw.sent, gw.failed) == (1, 0)
 
 
 def test_two_500s_then_success(wh: Warehouse) -> None:
     with ScriptedLLMServer(reply=echo) as server:
         server.faults.extend([fault(500, FAST_RETRY), fault(503, FAST_RETRY)])
-        [res] = LLMGateway(settings(server, max_retries=2), wh).run(
-            [LLMRequest(PROMPT, {"x": "b"}, schema=OBJ)]
-        )
+        [res] = LLMGateway(settings(server, max_retries=2), wh).run([LLMRequest(PROMPT, {"x": "b"}, schema=OBJ)])
         assert res.error is None and res.data == {"echo": "b"}
         assert server.chat_requests == 3
 
@@ -173,9 +163,7 @@ def test_two_500s_then_success(wh: Warehouse) -> None:
 def test_retries_exhausted_is_recorded_not_cached_and_retried_next_run(wh: Warehouse) -> None:
     req = LLMRequest(PROMPT, {"x": "c"}, schema=OBJ)
     with ScriptedLLMServer(reply=echo) as server:
-        server.faults.extend(
-            [fault(500, FAST_RETRY), fault(500, FAST_RETRY), fault(500, FAST_RETRY)]
-        )
+        server.faults.extend([fault(500, FAST_RETRY), fault(500, FAST_RETRY), fault(500, FAST_RETRY)])
         gw = LLMGateway(settings(server, max_retries=1), wh)
         [bad] = gw.run([req])  # never raises
         assert bad.error is not None and ("500" in bad.error or "InternalServerError" in bad.error)
@@ -206,8 +194,7 @@ def test_non_retryable_and_garbled_responses_become_errors(wh: Warehouse) -> Non
                 fault(
                     200,
                     {},
-                    b'{"id": "x", "object": "chat.completion", "created": 0, "model": "scripted", '
-                    b'"choices": []}',
+                    b'{"id": "x", "object": "chat.completion", "created": 0, "model": "scripted", "choices": []}',
                 ),
             ]
         )
@@ -226,12 +213,8 @@ def test_timeout_is_recorded_as_an_error(wh: Warehouse) -> None:
         gw = LLMGateway(settings(server, timeout_s=0.5, max_retries=0), wh)
         started = time.monotonic()
         [res] = gw.run([LLMRequest(PROMPT, {"x": "slow"}, schema=OBJ)])
-        assert (
-            time.monotonic() - started < 1.4
-        )  # gave up at the timeout, did not wait for the reply
-        assert res.error is not None and (
-            "timeout" in res.error.lower() or "timed out" in res.error.lower()
-        )
+        assert time.monotonic() - started < 1.4  # gave up at the timeout, did not wait for the reply
+        assert res.error is not None and ("timeout" in res.error.lower() or "timed out" in res.error.lower())
         df = calls(wh)
         assert len(df) == 1 and df.iloc[0]["error"] == res.error and df.iloc[0]["latency_s"] >= 0.4
 
@@ -240,16 +223,12 @@ def test_dropped_connection_without_and_with_retries(wh: Warehouse) -> None:
     drop = fault(0, {}, b"")
     with ScriptedLLMServer(reply=echo) as server:
         server.faults.append(drop)
-        [res] = LLMGateway(settings(server, max_retries=0), wh).run(
-            [LLMRequest(PROMPT, {"x": "d"})]
-        )
+        [res] = LLMGateway(settings(server, max_retries=0), wh).run([LLMRequest(PROMPT, {"x": "d"})])
         assert res.error is not None and "Connection" in res.error
         assert server.chat_requests == 1
 
         server.faults.append(drop)
-        [res2] = LLMGateway(settings(server, max_retries=1), wh).run(
-            [LLMRequest(PROMPT, {"x": "d"})]
-        )
+        [res2] = LLMGateway(settings(server, max_retries=1), wh).run([LLMRequest(PROMPT, {"x": "d"})])
         assert res2.error is None and res2.text == json.dumps({"echo": "d"})
         assert server.chat_requests == 3
 
@@ -317,9 +296,7 @@ def test_validate_rejection_triggers_the_repair(wh: Warehouse) -> None:
         return '{"a": 5}' if len(body["messages"]) > 2 else '{"b": 2}'
 
     with ScriptedLLMServer(reply=reply) as server:
-        [res] = LLMGateway(settings(server), wh).run(
-            [LLMRequest(PROMPT, {"x": "v"}, schema=OBJ, validate=validate)]
-        )
+        [res] = LLMGateway(settings(server), wh).run([LLMRequest(PROMPT, {"x": "v"}, schema=OBJ, validate=validate)])
         assert res.error is None and res.data == 5
         assert server.chat_requests == 2
         assert "need key 'a'" in server.requests[1]["messages"][-1]["content"]
@@ -342,15 +319,9 @@ def test_output_cut_at_max_tokens_is_an_error_without_repair(wh: Warehouse) -> N
     }
     with ScriptedLLMServer(reply=lambda b: '{"a": 2}') as server:
         server.faults.append(fault(200, {}, json.dumps(cut).encode()))
-        [res] = LLMGateway(settings(server), wh).run(
-            [LLMRequest(PROMPT, {"x": "len"}, schema=OBJ, max_tokens=64)]
-        )
+        [res] = LLMGateway(settings(server), wh).run([LLMRequest(PROMPT, {"x": "len"}, schema=OBJ, max_tokens=64)])
         assert server.chat_requests == 1
-        assert (
-            res.data is None
-            and res.error is not None
-            and res.error.startswith("output cut off at max_tokens=64")
-        )
+        assert res.data is None and res.error is not None and res.error.startswith("output cut off at max_tokens=64")
         assert list(calls(wh)["finish_reason"]) == ["length"]
 
 
@@ -379,33 +350,21 @@ def test_extract_json(text: str, expected: Any) -> None:
     assert extract_json(text) == expected
 
 
-@pytest.mark.parametrize(
-    "text", ["", "no json at all", '{"a": 1', "[1, 2", "{not: json}", "```json\n{oops}\n```"]
-)
+@pytest.mark.parametrize("text", ["", "no json at all", '{"a": 1', "[1, 2", "{not: json}", "```json\n{oops}\n```"])
 def test_extract_json_garbage_raises(text: str) -> None:
     with pytest.raises(ValueError, match="no JSON"):
         extract_json(text)
 
 
 # --- 6. secrets ---------------------------------------------------------------------------------
-def test_api_key_is_sent_but_never_stored(
-    wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_api_key_is_sent_but_never_stored(wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-secret-123"
     monkeypatch.setenv("PROVE_TEST_KEY", secret)
     with ScriptedLLMServer(reply=echo) as server:
-        server.faults.append(
-            fault(401, {}, b'{"error": {"message": "invalid key"}}')
-        )  # an error row too
+        server.faults.append(fault(401, {}, b'{"error": {"message": "invalid key"}}'))  # an error row too
         gw = LLMGateway(settings(server, api_key_env="PROVE_TEST_KEY"), wh, run_id="r")
-        results = gw.run(
-            [LLMRequest(PROMPT, {"x": "s1"}), LLMRequest(PROMPT, {"x": "s2"}, schema=OBJ)]
-        )
-        assert (
-            results[0].error
-            and "AuthenticationError" in results[0].error
-            and results[1].error is None
-        )
+        results = gw.run([LLMRequest(PROMPT, {"x": "s1"}), LLMRequest(PROMPT, {"x": "s2"}, schema=OBJ)])
+        assert results[0].error and "AuthenticationError" in results[0].error and results[1].error is None
         sent = [{k.lower(): v for k, v in h.items()} for h in server.request_headers]
         assert [h.get("authorization") for h in sent] == [f"Bearer {secret}"] * 2
         ledger = tmp_path / "ledger.jsonl.gz"
@@ -413,9 +372,7 @@ def test_api_key_is_sent_but_never_stored(
         assert secret not in gzip.decompress(ledger.read_bytes()).decode()
 
     with wh.connect() as con:
-        tables = con.execute(
-            "SELECT table_schema, table_name FROM information_schema.tables"
-        ).fetchall()
+        tables = con.execute("SELECT table_schema, table_name FROM information_schema.tables").fetchall()
         assert ("prove", "llm_calls") in tables
         for schema, table in tables:
             text = con.execute(f'SELECT * FROM "{schema}"."{table}"').df().to_csv()
@@ -426,9 +383,7 @@ def test_api_key_is_sent_but_never_stored(
         assert secret.encode() not in f.read_bytes().replace(b"\0", b"")
 
 
-def test_missing_api_key_env_is_an_error_naming_the_variable(
-    wh: Warehouse, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_api_key_env_is_an_error_naming_the_variable(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PROVE_MISSING_KEY", raising=False)
     with ScriptedLLMServer(reply=echo) as server:
         gw = LLMGateway(settings(server, api_key_env="PROVE_MISSING_KEY"), wh)
@@ -453,9 +408,7 @@ def test_bounded_concurrency_is_parallel_and_ordered(wh: Warehouse) -> None:
         results = gw.run(reqs)
         elapsed = time.monotonic() - started
         # All 8 were in flight together: serially their replies would be >= 0.2 s apart.
-        assert max(replied) - min(replied) < 0.15, (
-            f"replies spread over {max(replied) - min(replied):.2f} s"
-        )
+        assert max(replied) - min(replied) < 0.15, f"replies spread over {max(replied) - min(replied):.2f} s"
         # Serial sending alone would take 8 x 0.2 = 1.6 s. (Not < 1.0 s: the 8 inserts into
         # llm_calls are serialized, one DuckDB open/insert/close each, ~0.1 s on a loaded box.)
         assert elapsed < 1.5, f"8 x 0.2 s requests took {elapsed:.2f} s with max_concurrency=8"
@@ -463,11 +416,7 @@ def test_bounded_concurrency_is_parallel_and_ordered(wh: Warehouse) -> None:
         assert all(r.error is None and not r.cached for r in results)
         assert server.chat_requests == 8 and gw.sent == 8
         df = calls(wh)
-        assert (
-            len(df) == 8
-            and df["error"].isna().all()
-            and set(df["call_id"]) == {r.call_id for r in results}
-        )
+        assert len(df) == 8 and df["error"].isna().all() and set(df["call_id"]) == {r.call_id for r in results}
 
 
 def test_concurrent_repair_lookups_and_writes_do_not_collide(wh: Warehouse) -> None:
@@ -488,14 +437,9 @@ def test_concurrent_repair_lookups_and_writes_do_not_collide(wh: Warehouse) -> N
 def test_identical_requests_in_one_concurrent_batch_are_sent_once(wh: Warehouse) -> None:
     with ScriptedLLMServer(reply=echo, delay_s=0.1) as server:
         gw = LLMGateway(settings(server, max_concurrency=4), wh)
-        results = gw.run(
-            [LLMRequest(PROMPT, {"x": "same"})] * 4 + [LLMRequest(PROMPT, {"x": "other"})]
-        )
+        results = gw.run([LLMRequest(PROMPT, {"x": "same"})] * 4 + [LLMRequest(PROMPT, {"x": "other"})])
         assert server.chat_requests == 2 and gw.sent == 2 and gw.cached == 3
-        assert (
-            len({r.call_id for r in results[:4]}) == 1
-            and sum(not r.cached for r in results[:4]) == 1
-        )
+        assert len({r.call_id for r in results[:4]}) == 1 and sum(not r.cached for r in results[:4]) == 1
         assert len(calls(wh)) == 2
 
 
@@ -505,9 +449,7 @@ def test_ledger_round_trip_serves_calls_without_the_server(tmp_path: Path) -> No
     reqs = [LLMRequest(PROMPT, {"x": "l1"}, schema=OBJ), LLMRequest(PROMPT, {"x": "l2"})]
     with ScriptedLLMServer(reply=echo) as server:
         server.faults.append(fault(400))
-        first = LLMGateway(settings(server), wh_a, run_id="ra").run(
-            [LLMRequest(PROMPT, {"x": "failed"})] + reqs
-        )
+        first = LLMGateway(settings(server), wh_a, run_id="ra").run([LLMRequest(PROMPT, {"x": "failed"})] + reqs)
         assert first[0].error and all(r.error is None for r in first[1:])
         assert server.chat_requests == 3
 
@@ -533,9 +475,7 @@ def test_image_is_sent_as_content_part_and_stored_as_fingerprint(wh: Warehouse) 
     payload = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8).decode()
     data_url = f"data:image/png;base64,{payload}"
     with ScriptedLLMServer() as server:  # the default reply handles vision requests
-        [res] = LLMGateway(settings(server), wh).run(
-            [LLMRequest(PROMPT, {"x": "What is this?"}, image_url=data_url)]
-        )
+        [res] = LLMGateway(settings(server), wh).run([LLMRequest(PROMPT, {"x": "What is this?"}, image_url=data_url)])
         assert res.error is None and res.text
         content = server.requests[0]["messages"][-1]["content"]
         assert content == [

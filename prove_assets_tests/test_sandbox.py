@@ -73,10 +73,7 @@ def expected_fingerprint() -> str:
     out = []
     for e in sorted(SG_DICT):
         attrs = sorted(SG_DICT[e]["attributes"].items())
-        rels = sorted(
-            (t, sorted((k, list(v)) for k, v in r.items()))
-            for t, r in SG_DICT[e]["relations_to"].items()
-        )
+        rels = sorted((t, sorted((k, list(v)) for k, v in r.items())) for t, r in SG_DICT[e]["relations_to"].items())
         out.append((e, attrs, rels))
     n_edges = sum(len(m["relations_to"]) for m in SG_DICT.values())
     return str(out) + "|" + str(sorted(SG_DICT)) + "|" + str(n_edges)
@@ -104,9 +101,7 @@ def single():
 
 
 def test_attribute_lookup(sandbox):
-    res = sandbox.run(
-        program('return scene_graph.get_attributes("cat")["color"] == "orange"'), SG_JSON
-    )
+    res = sandbox.run(program('return scene_graph.get_attributes("cat")["color"] == "orange"'), SG_JSON)
     assert res == ProgramResult("True", ["cat"], "ok", None, res.seconds)
     assert 0 <= res.seconds < TIMEOUT_S
 
@@ -209,17 +204,13 @@ def test_key_error_inside_api_use(sandbox):
 
 
 def test_each_program_gets_a_fresh_graph(single):
-    mutate = program(
-        'scene_graph.remove_node("cat")\nscene_graph.nodes["dog"]["color"] = "x"\nreturn "gone"'
-    )
+    mutate = program('scene_graph.remove_node("cat")\nscene_graph.nodes["dog"]["color"] = "x"\nreturn "gone"')
     assert single.run(mutate, SG_JSON).output == "gone"
     assert single.run(FINGERPRINT, SG_JSON).output == expected_fingerprint()
 
 
 def test_graph_cache_keeps_graphs_apart(sandbox):
-    other = SceneGraph(
-        "", {"zebra": {"attributes": {"color": "striped"}, "relations_to": {}}}
-    ).to_json()
+    other = SceneGraph("", {"zebra": {"attributes": {"color": "striped"}, "relations_to": {}}}).to_json()
     src = program("return sorted(scene_graph.get_entities())")
     results = sandbox.run_many([(src, SG_JSON), (src, other)] * 10)
     assert [r.output for r in results] == [str(sorted(SG_DICT)), "['zebra']"] * 10
@@ -287,15 +278,11 @@ def test_run_many_batches_cover_all_jobs_in_order(monkeypatch):
     jobs = [(f"src{i}" * (1 + i % 7), "g" * (300 if i % 5 else 900)) for i in range(200)]
     chunks = sandbox_module._chunk(jobs, workers=2)
     assert [job for _, chunk in chunks for job in chunk] == jobs
-    assert [start for start, _ in chunks] == [
-        sum(len(c) for _, c in chunks[:k]) for k in range(len(chunks))
-    ]
+    assert [start for start, _ in chunks] == [sum(len(c) for _, c in chunks[:k]) for k in range(len(chunks))]
     for _, chunk in chunks:
         assert len(chunk) <= sandbox_module.MAX_BATCH
         if len(chunk) > 1:
-            assert (
-                sum(len(s) for s, _ in chunk) + sum(len(g) for g in {g for _, g in chunk}) <= 1000
-            )
+            assert sum(len(s) for s, _ in chunk) + sum(len(g) for g in {g for _, g in chunk}) <= 1000
 
 
 def test_concurrent_run_calls(sandbox):
@@ -338,9 +325,7 @@ def test_worker_killed_from_outside_is_reported_and_replaced():
         sb.run(program("return 1"), SG_JSON)
         (pid,) = sb.pids
         box: list[ProgramResult] = []
-        t = threading.Thread(
-            target=lambda: box.append(sb.run(program("while True:\n    pass"), SG_JSON))
-        )
+        t = threading.Thread(target=lambda: box.append(sb.run(program("while True:\n    pass"), SG_JSON)))
         t.start()
         time.sleep(0.3)
         os.kill(pid, signal.SIGSEGV)
@@ -505,11 +490,7 @@ def test_deeply_nested_source_is_refused(sandbox, source):
 
 def test_syntax_error_is_a_program_error(sandbox):
     res = sandbox.run("def execute_command(scene_graph:\n    return 1\n", SG_JSON)
-    assert (
-        res.verdict == "program_error"
-        and res.reason.startswith("SyntaxError")
-        and "(line 1)" in res.reason
-    )
+    assert res.verdict == "program_error" and res.reason.startswith("SyntaxError") and "(line 1)" in res.reason
 
 
 # --- hostile corpus ----------------------------------------------------------------------------
@@ -555,10 +536,7 @@ def test_hostile_program_is_contained(path, single, host_state):
     # The next program on the same worker answers correctly and sees the intact graph.
     after = single.run(FINGERPRINT, SG_JSON)
     assert (after.verdict, after.output) == ("ok", expected_fingerprint()), after.reason
-    assert (
-        single.run(program('return scene_graph.get_attributes("cat")["color"]'), SG_JSON).output
-        == "orange"
-    )
+    assert single.run(program('return scene_graph.get_attributes("cat")["color"]'), SG_JSON).output == "orange"
     # The host is untouched.
     assert host_state.read_text() == "untouched"
     assert os.environ.get("PROVE_SANDBOX_SENTINEL") == "untouched"

@@ -18,10 +18,7 @@ from prove_assets.config import SAMPLE_DIR
 from prove_assets.core.scene_graph import SceneGraph, generate_description
 from prove_assets.core.tuples import parse_tuples
 
-CAPTION = (
-    "A white cat sits on a wooden table next to a blue mug. "
-    "Behind the table is a window with green curtains."
-)
+CAPTION = "A white cat sits on a wooden table next to a blue mug. Behind the table is a window with green curtains."
 SG_DICT = {
     "cat": {
         "attributes": {"color": "white, fluffy"},
@@ -83,9 +80,7 @@ def test_get_incoming_relations_format(sg: SceneGraph) -> None:
         "table": {"spatial": ["in front of"]},
         "curtains": {"part": ["hang on"]},
     }
-    assert sg.get_incoming_relations("mug") == {
-        "cat": {"spatial": ["next to"], "action": ["sniffing"]}
-    }
+    assert sg.get_incoming_relations("mug") == {"cat": {"spatial": ["next to"], "action": ["sniffing"]}}
     assert sg.get_incoming_relations("cat") == {}
     assert sg.get_incoming_relations("dragon") == {}
 
@@ -149,9 +144,7 @@ def test_subgraph_views_have_their_own_tracker(sg: SceneGraph) -> None:
     assert isinstance(sub, SceneGraph)
     sg.reset_visited()
     assert sub.get_attributes("mug") == {"color": "blue"}
-    assert sub.get_outgoing_relations("cat") == {
-        "mug": {"spatial": ["next to"], "action": ["sniffing"]}
-    }
+    assert sub.get_outgoing_relations("cat") == {"mug": {"spatial": ["next to"], "action": ["sniffing"]}}
     assert sub.visited == {"cat", "mug"}
 
 
@@ -183,9 +176,7 @@ def test_json_round_trip(sg: SceneGraph) -> None:
     assert back.caption == CAPTION and back.sg_dict == SG_DICT
     assert list(back.nodes) == list(sg.nodes)
     assert dict(back.nodes(data=True)) == dict(sg.nodes(data=True))
-    assert {(u, v): d for u, v, d in back.edges(data=True)} == {
-        (u, v): d for u, v, d in sg.edges(data=True)
-    }
+    assert {(u, v): d for u, v, d in back.edges(data=True)} == {(u, v): d for u, v, d in sg.edges(data=True)}
     assert back.visited == set()
     for name in sg.get_entities():
         assert back.get_attributes(name) == sg.get_attributes(name)

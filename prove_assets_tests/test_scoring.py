@@ -15,11 +15,13 @@ def embedder() -> SentenceEmbedder:
     return SentenceEmbedder()
 
 
-CAPTION = parse_tuples({
-    "entities": ["cat", "table", "mug", "window"],
-    "attributes": [["cat", "color", "white"], ["mug", "color", "blue"], ["table", "material", "wooden"]],
-    "relations": [["cat", "spatial", "on", "table"], ["mug", "spatial", "next to", "cat"]],
-})
+CAPTION = parse_tuples(
+    {
+        "entities": ["cat", "table", "mug", "window"],
+        "attributes": [["cat", "color", "white"], ["mug", "color", "blue"], ["table", "material", "wooden"]],
+        "relations": [["cat", "spatial", "on", "table"], ["mug", "spatial", "next to", "cat"]],
+    }
+)
 QUESTION = "What color is the mug next to the cat?"
 ANSWER = parse_tuples({"entities": ["mug"], "attributes": [["mug", "color", "blue"]], "relations": []})
 
@@ -39,8 +41,13 @@ def test_answer_tuples_stated_in_the_question_are_skipped(embedder):
 
 
 def test_an_object_absent_from_the_caption_lowers_truthfulness(embedder):
-    response = parse_tuples({"entities": ["mug", "bicycle"], "attributes": [["mug", "color", "blue"], ["bicycle", "color", "purple"]],
-                             "relations": []})
+    response = parse_tuples(
+        {
+            "entities": ["mug", "bicycle"],
+            "attributes": [["mug", "color", "blue"], ["bicycle", "color", "purple"]],
+            "relations": [],
+        }
+    )
     s = paper_score(QUESTION, ANSWER, response, CAPTION, embedder)
     assert s.helpfulness == pytest.approx(1.0, abs=1e-4)
     assert s.truthfulness < 0.9
@@ -62,20 +69,51 @@ def test_empty_response_has_no_claims(embedder):
 def test_image_entailment_can_support_a_tuple_the_caption_lacks(embedder):
     response = parse_tuples({"entities": ["curtain"], "attributes": [["curtain", "color", "green"]], "relations": []})
     caption_only = paper_score(QUESTION, ANSWER, response, CAPTION, embedder)
-    with_image = paper_score(QUESTION, ANSWER, response, CAPTION, embedder, image_entailment=lambda texts: [1.0] * len(texts))
+    with_image = paper_score(
+        QUESTION, ANSWER, response, CAPTION, embedder, image_entailment=lambda texts: [1.0] * len(texts)
+    )
     assert with_image.truthfulness == pytest.approx(1.0)
     assert caption_only.truthfulness < 0.9
 
 
 def test_leaderboard_table_layout():
-    scores = pd.DataFrame([
-        {"model": "a", "qa_id": "1", "complexity": "simple", "helpfulness": 1.0, "truthfulness": 0.5, "error": None,
-         "edge_case": None, "truth_source": "caption", "question_type": "what color"},
-        {"model": "a", "qa_id": "2", "complexity": "complex", "helpfulness": 0.0, "truthfulness": None, "error": None,
-         "edge_case": "no_response_tuples", "truth_source": "caption", "question_type": "where is"},
-        {"model": "a", "qa_id": "3", "complexity": "complex", "helpfulness": None, "truthfulness": None, "error": "boom",
-         "edge_case": None, "truth_source": "caption", "question_type": "where is"},
-    ])
+    scores = pd.DataFrame(
+        [
+            {
+                "model": "a",
+                "qa_id": "1",
+                "complexity": "simple",
+                "helpfulness": 1.0,
+                "truthfulness": 0.5,
+                "error": None,
+                "edge_case": None,
+                "truth_source": "caption",
+                "question_type": "what color",
+            },
+            {
+                "model": "a",
+                "qa_id": "2",
+                "complexity": "complex",
+                "helpfulness": 0.0,
+                "truthfulness": None,
+                "error": None,
+                "edge_case": "no_response_tuples",
+                "truth_source": "caption",
+                "question_type": "where is",
+            },
+            {
+                "model": "a",
+                "qa_id": "3",
+                "complexity": "complex",
+                "helpfulness": None,
+                "truthfulness": None,
+                "error": "boom",
+                "edge_case": None,
+                "truth_source": "caption",
+                "question_type": "where is",
+            },
+        ]
+    )
     board = leaderboard_table(scores).set_index(["model", "subset"])
     assert board.loc[("a", "simple"), "helpfulness"] == 100.0
     assert board.loc[("a", "full"), "helpfulness"] == 50.0

@@ -45,10 +45,7 @@ def test_parse_gold_tuples() -> None:
         assert kinds.count("relation") == len(payload["relations"]), image_id
     coffee = parse_tuples(_gold()["coffee"])
     assert SceneTuple("attribute", "cup", attribute_type="color", value="dark red") in coffee
-    assert (
-        SceneTuple("relation", "cup", relation_type="spatial", predicate="on", target="saucer")
-        in coffee
-    )
+    assert SceneTuple("relation", "cup", relation_type="spatial", predicate="on", target="saucer") in coffee
     assert coffee[0] == SceneTuple("entity", "cup")
 
 
@@ -162,18 +159,11 @@ def test_scene_tuple_text() -> None:
         SceneTuple("attribute", "sign", attribute_type="text rendering", value='"stop"').text
         == 'sign has the text "stop"'
     )
-    assert (
-        SceneTuple("attribute", "birds", attribute_type="count", value="three").text
-        == "there are three birds"
-    )
+    assert SceneTuple("attribute", "birds", attribute_type="count", value="three").text == "there are three birds"
     rel = SceneTuple("relation", "cup", relation_type="spatial", predicate="on", target="saucer")
     assert rel.text == "cup on saucer"
     row = rel.as_row()
-    assert (
-        row["text"] == "cup on saucer"
-        and row["kind"] == "relation"
-        and row["attribute_type"] is None
-    )
+    assert row["text"] == "cup on saucer" and row["kind"] == "relation" and row["attribute_type"] is None
 
 
 def test_rows_round_trip_through_the_warehouse(tmp_path: Path) -> None:
@@ -184,9 +174,7 @@ def test_rows_round_trip_through_the_warehouse(tmp_path: Path) -> None:
     back = tuples_from_rows(rows)
     assert back == tuples  # NULL / NaN cells come back as None
     assert all(t.target is None for t in back if t.kind != "relation")
-    assert tuples_from_rows([{"kind": "entity", "entity": "x", "value": float("nan")}]) == [
-        SceneTuple("entity", "x")
-    ]
+    assert tuples_from_rows([{"kind": "entity", "entity": "x", "value": float("nan")}]) == [SceneTuple("entity", "x")]
 
 
 # --- prompts ----------------------------------------------------------------------------------
@@ -264,19 +252,19 @@ REAL_PROMPT_VALUES = {
         "n_min": 3,
         "n_max": 8,
     },
-    "filter_qa": {
-        "pairs": json.dumps([{"index": 0, "question": "What color is the cup?", "answer": "Red."}])
-    },
+    "filter_qa": {"pairs": json.dumps([{"index": 0, "question": "What color is the cup?", "answer": "Red."}])},
     "answer_with_caption": {
         "caption": "A red cup on a wooden table.",
         "question": "What color is the cup?",
     },
     "answer_blind": {"question": "What color is the cup?"},
     "answer_with_image": {"question": "What color is the cup?"},
+    "visual_entailment": {"claim": "cup is red"},
 }
 
 
 def test_every_real_prompt_is_covered() -> None:
+    # a new prompt file needs an entry in REAL_PROMPT_VALUES (with every placeholder it uses)
     assert {p.stem for p in PROMPTS.glob("*.md")} == set(REAL_PROMPT_VALUES)
 
 

@@ -49,9 +49,7 @@ def _counts(wh: Warehouse, table: str, key: str = "shard") -> dict[str, int]:
 def test_replace_partition_creates_table_in_prove_schema(wh: Warehouse) -> None:
     assert wh.replace_partition("scores", _frame("a"), {"shard": "a"}) == 3
     tables = wh.query("SELECT table_schema, table_name FROM information_schema.tables")
-    assert ("prove", "scores") in set(
-        zip(tables["table_schema"], tables["table_name"], strict=True)
-    )
+    assert ("prove", "scores") in set(zip(tables["table_schema"], tables["table_name"], strict=True))
     rows = wh.read("scores")
     assert sorted(rows["image_id"]) == ["a-img0", "a-img1", "a-img2"]
     assert set(rows["shard"]) == {"a"}  # the partition column is added to every row
@@ -124,9 +122,7 @@ def test_two_key_partitions_shard_x_model(wh: Warehouse) -> None:
         for model in ("gold", "blind"):
             df = pd.DataFrame({"q": [f"{shard}/{model}/{i}" for i in range(2)], "v": [1, 2]})
             wh.replace_partition("answers", df, {"shard": shard, "model": model})
-    wh.replace_partition(
-        "answers", pd.DataFrame({"q": ["new"], "v": [7]}), {"shard": "s0", "model": "blind"}
-    )
+    wh.replace_partition("answers", pd.DataFrame({"q": ["new"], "v": [7]}), {"shard": "s0", "model": "blind"})
     df = wh.query(f"SELECT shard, model, count(*) AS n FROM {SCHEMA}.answers GROUP BY ALL")
     counts = {(s, m): int(n) for s, m, n in zip(df["shard"], df["model"], df["n"], strict=True)}
     assert counts == {("s0", "gold"): 2, ("s0", "blind"): 1, ("s1", "gold"): 2, ("s1", "blind"): 2}
@@ -137,13 +133,9 @@ def test_two_key_partitions_shard_x_model(wh: Warehouse) -> None:
 
 
 def test_failed_insert_rolls_back_the_delete(wh: Warehouse) -> None:
-    wh.replace_partition(
-        "scores", pd.DataFrame({"image_id": ["x", "y"], "n": [1, 2]}), {"shard": "a"}
-    )
+    wh.replace_partition("scores", pd.DataFrame({"image_id": ["x", "y"], "n": [1, 2]}), {"shard": "a"})
     wh.replace_partition("scores", pd.DataFrame({"image_id": ["z"], "n": [3]}), {"shard": "b"})
-    bad = pd.DataFrame(
-        {"image_id": ["p", "q"], "n": ["not a number", "nope"], "added": ["c1", "c2"]}
-    )
+    bad = pd.DataFrame({"image_id": ["p", "q"], "n": ["not a number", "nope"], "added": ["c1", "c2"]})
     with pytest.raises(duckdb.Error):
         wh.replace_partition("scores", bad, {"shard": "a"})
     rows = wh.read("scores").sort_values("image_id")
@@ -206,6 +198,10 @@ def test_two_processes_write_concurrently(tmp_path: Path) -> None:
     path, go = tmp_path / "wh.duckdb", tmp_path / "go"
     script = tmp_path / "writer.py"
     script.write_text(_WRITER)
+    # The file exists before the race: two processes *creating* it at once can leave a 0-byte
+    # file DuckDB cannot open (see test_zero_byte_file_left_by_a_racing_create_is_recovered).
+    with Warehouse(path).connect():
+        pass
     procs = [
         subprocess.Popen(
             [sys.executable, str(script), str(path), tag, str(go)],
@@ -268,3 +264,37 @@ def test_lock_error_names_the_holder_pid(tmp_path: Path) -> None:
         holder.wait()
     # once the holder is gone the warehouse works again, data intact
     assert Warehouse(path, lock_timeout_s=5).read("t")["a"].tolist() == [1]
+
+
+def test_zero_byte_file_left_by_a_racing_create_is_recovered(tmp_path: Path) -> None:
+    path = tmp_path / "wh.duckdb"
+    path.write_bytes(b"")  # what a racing or interrupted first connect leaves behind
+    wh = Warehouse(path, lock_timeout_s=1)
+    wh.replace_partition("t", pd.DataFrame({"a": [1]}), {"shard": "x"})
+    assert wh.read("t")["a"].tolist() == [1]
+
+
+def test_same_process_reader_waits_for_a_writer_thread(wh: Warehouse) -> None:
+    """A read-only connect while this process has the file open read-write (a gateway thread
+    writing) is retried like a lock, not raised."""
+    import threading
+
+    wh.replace_partition("t", pd.DataFrame({"a": [1]}), {"shard": "x"})
+    opened, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with wh.connect():
+            opened.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert opened.wait(5)
+        threading.Timer(0.3, release.set).start()
+        start = time.monotonic()
+        assert wh.read("t")["a"].tolist() == [1]
+        assert time.monotonic() - start >= 0.2  # it waited for the writer to close
+    finally:
+        release.set()
+        thread.join(5)

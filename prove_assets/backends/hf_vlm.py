@@ -30,9 +30,7 @@ def pick_device(device: str = "auto") -> str:
 
     device = str(device or "auto").lower()
     if device.split(":")[0] not in DEVICES:
-        raise TransformersResponderError(
-            f"device must be one of {', '.join(DEVICES)} (got {device!r})"
-        )
+        raise TransformersResponderError(f"device must be one of {', '.join(DEVICES)} (got {device!r})")
     mps_ok = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
     if device == "auto":
         if torch.cuda.is_available():
@@ -52,9 +50,7 @@ def _torch_dtype(dtype: str, device: str) -> Any:
 
     dtype = str(dtype or "auto").lower()
     if dtype not in DTYPES:
-        raise TransformersResponderError(
-            f"dtype must be one of {', '.join(DTYPES)} (got {dtype!r})"
-        )
+        raise TransformersResponderError(f"dtype must be one of {', '.join(DTYPES)} (got {dtype!r})")
     if dtype == "auto":
         return torch.float32 if device == "cpu" else "auto"
     return getattr(torch, dtype)
@@ -102,8 +98,7 @@ class TransformersResponder:
             )
         except (OSError, ValueError) as exc:
             raise TransformersResponderError(
-                f"could not load an image-text-to-text model and processor from "
-                f"{self.model_path}: {exc}"
+                f"could not load an image-text-to-text model and processor from {self.model_path}: {exc}"
             ) from exc
         self.model.to(self.device)
         self.model.eval()
@@ -133,12 +128,8 @@ class TransformersResponder:
     def prompt(self, question: str) -> str:
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
-            messages.append(
-                {"role": "system", "content": [{"type": "text", "text": self.system_prompt}]}
-            )
-        messages.append(
-            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}
-        )
+            messages.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
+        messages.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]})
         return self.processor.apply_chat_template(
             messages, chat_template=self._chat_template, add_generation_prompt=True, tokenize=False
         )
@@ -150,9 +141,7 @@ class TransformersResponder:
         extra: dict[str, Any] = {}
         if self._bos_token and all(t.startswith(self._bos_token) for t in texts):
             extra["add_special_tokens"] = False  # the template wrote BOS already: not twice
-        inputs = self.processor(
-            images=[[im] for im in images], text=texts, padding=True, return_tensors="pt", **extra
-        )
+        inputs = self.processor(images=[[im] for im in images], text=texts, padding=True, return_tensors="pt", **extra)
         inputs = inputs.to(self.device)
         if "pixel_values" in inputs and self.model.dtype != self._torch.float32:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)

@@ -91,9 +91,13 @@ class LLMRequest:
         msgs = self.prompt.render(**self.values)
         if self.image_url:
             last = msgs[-1]
-            msgs[-1] = {"role": last["role"], "content": [
-                {"type": "image_url", "image_url": {"url": self.image_url}},
-                {"type": "text", "text": last["content"]}]}
+            msgs[-1] = {
+                "role": last["role"],
+                "content": [
+                    {"type": "image_url", "image_url": {"url": self.image_url}},
+                    {"type": "text", "text": last["content"]},
+                ],
+            }
         return msgs
 
 
@@ -155,21 +159,95 @@ def extract_json(text: str) -> Any:
     raise ValueError(f"no JSON object found in model output ({len(text)} chars: {text[:120]!r})")
 
 
+def salvage_truncated_json(text: str) -> Any:
+    """Parse JSON cut off mid-way: keep every array element / object member completed before
+    the cut and close the open brackets. Raises ValueError when nothing complete is left."""
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        raise ValueError("no JSON in truncated output")
+    stack: list[str] = []
+    in_str = esc = False
+    cut: tuple[int, list[str]] | None = None
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}":
+            if not stack:
+                break
+            stack.pop()
+            if not stack:
+                return json.loads(text[start : i + 1])
+            cut = (i + 1, list(stack))
+        elif ch == "," and stack:
+            cut = (i, list(stack))
+    while cut is not None:
+        end, open_ = cut
+        candidate = text[start:end].rstrip().rstrip(",") + "".join(reversed(open_))
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            # The cut fell after a key or inside a member: step back to an earlier boundary.
+            prev = text.rfind(",", start, end - 1)
+            if prev <= start:
+                break
+            cut = (prev, _stack_at(text, start, prev))
+    raise ValueError("truncated output has no complete element")
+
+
+def _stack_at(text: str, start: int, end: int) -> list[str]:
+    stack: list[str] = []
+    in_str = esc = False
+    for ch in text[start:end]:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}" and stack:
+            stack.pop()
+    return stack
+
+
 def _canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def _redact_images(messages_json: str) -> str:
     """Stored messages keep a short image fingerprint instead of megabytes of base64."""
-    return _DATA_URL.sub(lambda m: f"<image sha256={hashlib.sha256(m.group(0).encode()).hexdigest()[:16]}>", messages_json)
+    return _DATA_URL.sub(
+        lambda m: f"<image sha256={hashlib.sha256(m.group(0).encode()).hexdigest()[:16]}>", messages_json
+    )
 
 
 class LLMGateway:
     """Recorded, cached, bounded-concurrency access to one chat model. Use as a context
     manager: it stops the embedded server (if it started one) on exit."""
 
-    def __init__(self, settings: LLMSettings, warehouse: Warehouse, run_id: str | None = None,
-                 ledger: Path | None = None, log: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        settings: LLMSettings,
+        warehouse: Warehouse,
+        run_id: str | None = None,
+        ledger: Path | None = None,
+        log: Callable[[str], None] | None = None,
+    ):
         self.settings = settings
         self.warehouse = warehouse
         self.run_id = run_id
@@ -211,7 +289,9 @@ class LLMGateway:
                 if self.settings.embedded:
                     from prove_assets.backends.local_llm import EmbeddedLLMServer, ensure_gguf
 
-                    gguf = Path(self.settings.gguf_path) if self.settings.gguf_path else ensure_gguf(self.settings.model)
+                    gguf = (
+                        Path(self.settings.gguf_path) if self.settings.gguf_path else ensure_gguf(self.settings.model)
+                    )
                     self.log(f"starting the embedded LLM {self.settings.model} ({gguf.name}) on 127.0.0.1")
                     self._server = EmbeddedLLMServer(gguf).start()
                     base_url = self._server.base_url
@@ -219,15 +299,22 @@ class LLMGateway:
                 api_key = os.environ.get(key_env, "") if key_env else "no-key"
                 if key_env and not api_key:
                     raise LLMCallError(f"environment variable {key_env} (the API key) is not set")
-                self._client = openai.OpenAI(base_url=base_url, api_key=api_key,
-                                             timeout=self.settings.timeout_s, max_retries=self.settings.max_retries)
+                self._client = openai.OpenAI(
+                    base_url=base_url,
+                    api_key=api_key,
+                    timeout=self.settings.timeout_s,
+                    max_retries=self.settings.max_retries,
+                )
             return self._client
 
     # --- requests ----------------------------------------------------------------------------
     def _body(self, messages: list[dict[str, Any]], schema: dict | None, max_tokens: int | None) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "model": self.settings.model, "messages": messages, "temperature": self.settings.temperature,
-            "seed": self.settings.seed, "max_tokens": max_tokens or self.settings.max_tokens,
+            "model": self.settings.model,
+            "messages": messages,
+            "temperature": self.settings.temperature,
+            "seed": self.settings.seed,
+            "max_tokens": max_tokens or self.settings.max_tokens,
         }
         mode = self.settings.resolved_json_mode()
         if schema is not None and mode != "none":
@@ -250,8 +337,9 @@ class LLMGateway:
         # read-write one on the same file (a worker's _record), and vice versa.
         with self._lock:
             df = self.warehouse.query(
-                f"SELECT * FROM {SCHEMA}.llm_calls WHERE error IS NULL AND request_hash IN "
-                f"(SELECT unnest(?::VARCHAR[])) QUALIFY row_number() OVER (PARTITION BY request_hash ORDER BY created_at DESC) = 1",
+                f"SELECT * FROM {SCHEMA}.llm_calls WHERE error IS NULL "
+                "AND request_hash IN (SELECT unnest(?::VARCHAR[])) "
+                "QUALIFY row_number() OVER (PARTITION BY request_hash ORDER BY created_at DESC) = 1",
                 [list(set(hashes))],
             )
         return {r["request_hash"]: r for r in df.to_dict("records")}
@@ -259,19 +347,31 @@ class LLMGateway:
     def _record(self, row: dict[str, Any]) -> None:
         cols = list(row)
         with self._lock, self.warehouse.connect() as con:
-            con.execute(f"INSERT INTO {SCHEMA}.llm_calls ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                        [row[c] for c in cols])
+            con.execute(
+                f"INSERT INTO {SCHEMA}.llm_calls ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [row[c] for c in cols],
+            )
 
     def _send(self, prompt: Prompt, body: dict[str, Any], rhash: str) -> dict[str, Any]:
         """Send one request (the client retries 429/5xx/timeouts) and record it, failed or not."""
         call_id = uuid.uuid4().hex
         started = time.monotonic()
         row: dict[str, Any] = {
-            "call_id": call_id, "request_hash": rhash, "model": self.settings.model, "endpoint": self.endpoint,
-            "prompt_name": prompt.name, "prompt_version": prompt.version,
+            "call_id": call_id,
+            "request_hash": rhash,
+            "model": self.settings.model,
+            "endpoint": self.endpoint,
+            "prompt_name": prompt.name,
+            "prompt_version": prompt.version,
             "messages": _redact_images(_canonical(body["messages"])),
-            "response_format": _canonical(body.get("response_format")), "response": None, "finish_reason": None,
-            "usage": None, "latency_s": None, "error": None, "source": "live", "run_id": self.run_id,
+            "response_format": _canonical(body.get("response_format")),
+            "response": None,
+            "finish_reason": None,
+            "usage": None,
+            "latency_s": None,
+            "error": None,
+            "source": "live",
+            "run_id": self.run_id,
             "created_at": datetime.now(UTC).replace(tzinfo=None),
         }
         try:
@@ -289,7 +389,9 @@ class LLMGateway:
             self.failed += row["error"] is not None
         return row
 
-    def _call(self, prompt: Prompt, body: dict[str, Any], cache: dict[str, dict[str, Any] | None]) -> tuple[dict[str, Any], bool]:
+    def _call(
+        self, prompt: Prompt, body: dict[str, Any], cache: dict[str, dict[str, Any] | None]
+    ) -> tuple[dict[str, Any], bool]:
         rhash = self.request_hash(body)
         with self._lock:
             gate = self._inflight.setdefault(rhash, threading.Lock())
@@ -310,8 +412,13 @@ class LLMGateway:
         messages = req.messages()
         body = self._body(messages, req.schema, req.max_tokens)
         row, cached = self._call(req.prompt, body, cache)
-        result = LLMResult(call_id=row["call_id"], text=row["response"], cached=cached, latency_s=row["latency_s"],
-                           call_ids=[row["call_id"]])
+        result = LLMResult(
+            call_id=row["call_id"],
+            text=row["response"],
+            cached=cached,
+            latency_s=row["latency_s"],
+            call_ids=[row["call_id"]],
+        )
         if row["error"]:
             result.error = row["error"]
             return result
@@ -325,12 +432,15 @@ class LLMGateway:
             problem = str(exc)
         if row.get("finish_reason") == "length":
             # Asking again would run into the same limit: record the truncation instead.
-            result.error = f"output cut off at max_tokens={body['max_tokens']} ({len(row['response'] or '')} chars)"
+            result.error = f"output cut off at max_tokens={body['max_tokens']} and nothing usable: {problem[:200]}"
             return result
         # One repair request: show the model its output and what was wrong with it.
         repair = messages + [
             {"role": "assistant", "content": row["response"] or ""},
-            {"role": "user", "content": f"That output is not valid: {problem[:300]}. Reply with the corrected JSON only."},
+            {
+                "role": "user",
+                "content": f"That output is not valid: {problem[:300]}. Reply with the corrected JSON only.",
+            },
         ]
         rrow, rcached = self._call(req.prompt, self._body(repair, req.schema, req.max_tokens), cache)
         result.call_ids.append(rrow["call_id"])
@@ -346,9 +456,9 @@ class LLMGateway:
 
     @staticmethod
     def _parse(req: LLMRequest, row: dict[str, Any]) -> Any:
-        if row.get("finish_reason") == "length":
-            raise ValueError("output was cut off at max_tokens")
-        data = extract_json(row["response"] or "")
+        text = row["response"] or ""
+        # Small models sometimes loop until max_tokens: keep the complete elements written so far.
+        data = salvage_truncated_json(text) if row.get("finish_reason") == "length" else extract_json(text)
         return req.validate(data) if req.validate else data
 
     def run(self, requests: list[LLMRequest], on_progress: Callable[[int, int], None] | None = None) -> list[LLMResult]:
@@ -393,7 +503,8 @@ def open_gateway(settings: LLMSettings, warehouse: Warehouse, **kwargs: Any) -> 
 def export_ledger(warehouse: Warehouse, path: Path, model: str) -> int:
     """Write the embedded model's successful live calls as gzipped JSON lines (the ledger)."""
     df = warehouse.query(
-        f"SELECT * EXCLUDE (run_id) FROM {SCHEMA}.llm_calls WHERE model = ? AND error IS NULL ORDER BY created_at", [model]
+        f"SELECT * EXCLUDE (run_id) FROM {SCHEMA}.llm_calls WHERE model = ? AND error IS NULL ORDER BY created_at",
+        [model],
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as f:
@@ -411,10 +522,11 @@ def import_ledger(warehouse: Warehouse, path: Path) -> int:
         before = con.execute(f"SELECT count(*) FROM {SCHEMA}.llm_calls").fetchone()[0]
         con.execute(
             f"INSERT INTO {SCHEMA}.llm_calls BY NAME SELECT * FROM read_json(?, format='newline_delimited', "
-            f"columns={{call_id:'VARCHAR', request_hash:'VARCHAR', model:'VARCHAR', endpoint:'VARCHAR', prompt_name:'VARCHAR', "
-            f"prompt_version:'VARCHAR', messages:'VARCHAR', response_format:'VARCHAR', response:'VARCHAR', "
-            f"finish_reason:'VARCHAR', usage:'VARCHAR', latency_s:'DOUBLE', error:'VARCHAR', source:'VARCHAR', "
-            f"created_at:'TIMESTAMP'}}) WHERE call_id NOT IN (SELECT call_id FROM {SCHEMA}.llm_calls)",
+            "columns={call_id:'VARCHAR', request_hash:'VARCHAR', model:'VARCHAR', endpoint:'VARCHAR', "
+            "prompt_name:'VARCHAR', prompt_version:'VARCHAR', messages:'VARCHAR', response_format:'VARCHAR', "
+            "response:'VARCHAR', finish_reason:'VARCHAR', usage:'VARCHAR', latency_s:'DOUBLE', error:'VARCHAR', "
+            "source:'VARCHAR', created_at:'TIMESTAMP'}) "
+            f"WHERE call_id NOT IN (SELECT call_id FROM {SCHEMA}.llm_calls)",
             [str(path)],
         )
         return con.execute(f"SELECT count(*) FROM {SCHEMA}.llm_calls").fetchone()[0] - before

@@ -129,8 +129,21 @@ class EmbeddedLLMServer:
         self.port = _free_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--host", "127.0.0.1",
-               "--port", str(self.port), "--n_threads", str(self.n_threads), "--n_ctx", str(self.n_ctx)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(self.gguf),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_threads",
+            str(self.n_threads),
+            "--n_ctx",
+            str(self.n_ctx),
+        ]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         atexit.register(self.stop)
         deadline = time.monotonic() + self.ready_timeout_s

@@ -82,30 +82,51 @@ def _from_results(results: list) -> list[Response]:
     out = []
     for r in results:
         # Latency is the recorded call's, so a cached answer reports what it cost when made.
-        out.append(Response(response=r.data if not r.error else None, latency_s=r.latency_s, call_id=r.call_id, error=r.error))
+        out.append(
+            Response(response=r.data if not r.error else None, latency_s=r.latency_s, call_id=r.call_id, error=r.error)
+        )
     return out
 
 
-def respond(spec: ModelSpec, questions: list[Question], prompts_dir: Path, llm: Callable[[LLMSettings | None], LLMGateway],
-            on_progress: Callable[[int, int], None] | None = None) -> list[Response]:
+def respond(
+    spec: ModelSpec,
+    questions: list[Question],
+    prompts_dir: Path,
+    llm: Callable[[LLMSettings | None], LLMGateway],
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[Response]:
     """Answer every question with the model `spec`. `llm(settings)` opens a gateway: None means
     the benchmark LLM; a settings object a model's own endpoint."""
     if spec.backend == "gold":
         return [Response(response=q.answer, latency_s=0.0) for q in questions]
     if spec.backend in ("caption_oracle", "blind"):
         prompt = load_prompt(prompts_dir, "answer_with_caption" if spec.backend == "caption_oracle" else "answer_blind")
-        reqs = [LLMRequest(prompt, {"caption": q.caption, "question": q.question}, max_tokens=int(spec.settings.get("max_tokens", 256)))
-                for q in questions]
+        reqs = [
+            LLMRequest(
+                prompt,
+                {"caption": q.caption, "question": q.question},
+                max_tokens=int(spec.settings.get("max_tokens", 256)),
+            )
+            for q in questions
+        ]
         with llm(None) as gw:
             return _from_results(gw.run(reqs, on_progress))
     if spec.backend == "openai":
         s = spec.settings
         if not s.get("model") or not s.get("base_url"):
             raise ModelRegistryError(f"model {spec.name!r}: the openai backend needs model and base_url")
-        settings = LLMSettings(base_url=s["base_url"], model=s["model"], api_key_env=s.get("api_key_env"),
-                               max_tokens=int(s.get("max_tokens", 512)), timeout_s=float(s.get("timeout_s", 120)),
-                               max_retries=int(s.get("max_retries", 4)), max_concurrency=int(s.get("max_concurrency", 4)),
-                               temperature=float(s.get("temperature", 0.0)), seed=int(s.get("seed", 0)), json_mode="none")
+        settings = LLMSettings(
+            base_url=s["base_url"],
+            model=s["model"],
+            api_key_env=s.get("api_key_env"),
+            max_tokens=int(s.get("max_tokens", 512)),
+            timeout_s=float(s.get("timeout_s", 120)),
+            max_retries=int(s.get("max_retries", 4)),
+            max_concurrency=int(s.get("max_concurrency", 4)),
+            temperature=float(s.get("temperature", 0.0)),
+            seed=int(s.get("seed", 0)),
+            json_mode="none",
+        )
         prompt = load_prompt(prompts_dir, "answer_with_image")
         reqs = []
         bad: dict[int, str] = {}
@@ -124,6 +145,10 @@ def respond(spec: ModelSpec, questions: list[Question], prompts_dir: Path, llm: 
         started = time.monotonic()
         texts = responder.answer([(q.image_path, q.question) for q in questions], on_progress)
         per = (time.monotonic() - started) / max(1, len(questions))
-        return [Response(response=t, latency_s=round(per, 3)) if not isinstance(t, Exception)
-                else Response(None, error=f"{type(t).__name__}: {t}") for t in texts]
+        return [
+            Response(response=t, latency_s=round(per, 3))
+            if not isinstance(t, Exception)
+            else Response(None, error=f"{type(t).__name__}: {t}")
+            for t in texts
+        ]
     raise ModelRegistryError(f"unknown backend {spec.backend!r}")

@@ -66,6 +66,8 @@ def load_registry(path: Path) -> dict[str, DatasetSpec]:
     if not Path(path).exists():
         raise DatasetConfigError(f"dataset registry {path} not found")
     raw = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(raw, dict):
+        raise DatasetConfigError(f"{path}: expected a mapping with a `datasets:` key")
     specs: dict[str, DatasetSpec] = {}
     for name, cfg in (raw.get("datasets") or {}).items():
         if not _NAME.match(name):
@@ -75,9 +77,20 @@ def load_registry(path: Path) -> dict[str, DatasetSpec]:
         data_path = Path(cfg["path"]).expanduser()
         if not data_path.is_absolute():
             data_path = (Path(path).parent / data_path).resolve()
+        try:
+            shard_size = int(cfg.get("shard_size", 50))
+            max_pixels = int(cfg.get("max_image_pixels", 60_000_000))
+        except (TypeError, ValueError):
+            raise DatasetConfigError(f"dataset {name!r}: shard_size and max_image_pixels must be integers") from None
+        if shard_size < 1:
+            raise DatasetConfigError(f"dataset {name!r}: shard_size must be >= 1")
         specs[name] = DatasetSpec(
-            name=name, loader=cfg["loader"], path=data_path, split=cfg.get("split"),
-            shard_size=int(cfg.get("shard_size", 50)),
+            name=name,
+            loader=cfg["loader"],
+            path=data_path,
+            split=cfg.get("split"),
+            shard_size=shard_size,
+            max_image_pixels=max_pixels,
             max_caption_chars=int(cfg.get("max_caption_chars", 20_000)),
         )
     return specs
@@ -97,7 +110,7 @@ def parse_shard_key(key: str) -> tuple[str, int]:
 def _raw_lines(path: Path) -> list[bytes]:
     if not path.exists():
         raise DatasetConfigError(f"dataset file {path} not found")
-    return path.read_bytes().splitlines()
+    return path.read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines()
 
 
 def _entries(spec: DatasetSpec) -> list[tuple[int, bytes]]:
@@ -153,7 +166,11 @@ def _parse(spec: DatasetSpec, position: int, line: bytes) -> Record | Skip:
     if not isinstance(caption, str) or not caption.strip():
         return Skip(position, str(image_id), "caption is not a non-empty string")
     if len(caption) > spec.max_caption_chars:
-        return Skip(position, str(image_id), f"caption has {len(caption)} characters, over max_caption_chars={spec.max_caption_chars}")
+        return Skip(
+            position,
+            str(image_id),
+            f"caption has {len(caption)} characters, over max_caption_chars={spec.max_caption_chars}",
+        )
     return Record(position, str(image_id), image_path, " ".join(caption.split()), spec.name, split)
 
 

@@ -20,12 +20,33 @@ def leaderboard_table(scores: pd.DataFrame) -> pd.DataFrame:
             ok = sub[sub["error"].isna()]
             h = ok["helpfulness"].mean() * 100 if len(ok) else float("nan")
             t = ok["truthfulness"].mean() * 100 if ok["truthfulness"].notna().any() else float("nan")
-            rows.append({"model": model, "subset": subset, "helpfulness": round(h, 1), "truthfulness": round(t, 1),
-                         "average": round((h + t) / 2, 1), "n": len(ok), "errors": int(sub["error"].notna().sum()),
-                         "no_claims": int((ok["edge_case"] == "no_response_tuples").sum()),
-                         "truth_source": ",".join(sorted(set(sub["truth_source"].dropna()))) or "caption"})
-    return pd.DataFrame(rows, columns=["model", "subset", "helpfulness", "truthfulness", "average", "n", "errors",
-                                       "no_claims", "truth_source"])
+            rows.append(
+                {
+                    "model": model,
+                    "subset": subset,
+                    "helpfulness": round(h, 1),
+                    "truthfulness": round(t, 1),
+                    "average": round((h + t) / 2, 1),
+                    "n": len(ok),
+                    "errors": int(sub["error"].notna().sum()),
+                    "no_claims": int((ok["edge_case"] == "no_response_tuples").sum()),
+                    "truth_source": ",".join(sorted(set(sub["truth_source"].dropna()))) or "caption",
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "model",
+            "subset",
+            "helpfulness",
+            "truthfulness",
+            "average",
+            "n",
+            "errors",
+            "no_claims",
+            "truth_source",
+        ],
+    )
 
 
 def wide_table(board: pd.DataFrame) -> pd.DataFrame:
@@ -43,7 +64,9 @@ def by_question_type(scores: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     ok = scores[scores["error"].isna()]
     common = ok["question_type"].value_counts().head(top).index
     g = ok[ok["question_type"].isin(common)].groupby(["question_type", "model"])
-    out = g.agg(helpfulness=("helpfulness", "mean"), truthfulness=("truthfulness", "mean"), n=("qa_id", "count")).reset_index()
+    out = g.agg(
+        helpfulness=("helpfulness", "mean"), truthfulness=("truthfulness", "mean"), n=("qa_id", "count")
+    ).reset_index()
     out[["helpfulness", "truthfulness"]] = (out[["helpfulness", "truthfulness"]] * 100).round(1)
     return out
 

@@ -32,8 +32,9 @@ def match_count(pred: Sequence[SceneTuple], gold: Sequence[SceneTuple], embedder
     return n
 
 
-def extraction_quality(pred: Sequence[SceneTuple], gold: Sequence[SceneTuple], embedder: Embedder,
-                       threshold: float = 0.85) -> dict[str, dict[str, float]]:
+def extraction_quality(
+    pred: Sequence[SceneTuple], gold: Sequence[SceneTuple], embedder: Embedder, threshold: float = 0.85
+) -> dict[str, dict[str, float]]:
     """{kind: {precision, recall, f1, n_pred, n_gold, matched}} for one caption (or pooled)."""
     out = {}
     for kind in KINDS:
@@ -43,6 +44,12 @@ def extraction_quality(pred: Sequence[SceneTuple], gold: Sequence[SceneTuple], e
         precision = m / len(p) if p else 0.0
         recall = m / len(g) if g else 0.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        out[kind] = {"precision": round(precision, 3), "recall": round(recall, 3), "f1": round(f1, 3),
-                     "n_pred": len(p), "n_gold": len(g), "matched": m}
+        out[kind] = {
+            "precision": round(precision, 3),
+            "recall": round(recall, 3),
+            "f1": round(f1, 3),
+            "n_pred": len(p),
+            "n_gold": len(g),
+            "matched": m,
+        }
     return out

@@ -173,9 +173,7 @@ class _Worker:
                 with contextlib.suppress(Exception):
                     err = proc.stderr.read()[-2000:]
             self.kill()
-            raise SandboxError(
-                f"sandbox worker failed to start ({frame!r}): {err.decode('utf-8', 'replace')}"
-            )
+            raise SandboxError(f"sandbox worker failed to start ({frame!r}): {err.decode('utf-8', 'replace')}")
         self.protections = [str(p) for p in frame.get("protections", [])][:20]
         self.ready = True
         if self.proc.stderr is not None:  # only startup errors ever go there
@@ -262,11 +260,7 @@ def _clean_result(frame: dict, max_output: int) -> ProgramResult:
     if verdict == "ok" and output is None:
         output = "None"
     visited_raw = frame.get("visited")
-    visited = (
-        sorted({v for v in visited_raw if isinstance(v, str)})
-        if isinstance(visited_raw, list)
-        else []
-    )
+    visited = sorted({v for v in visited_raw if isinstance(v, str)}) if isinstance(visited_raw, list) else []
     reason = frame.get("reason")
     reason = reason[:1000] if isinstance(reason, str) else None
     if verdict != "ok" and not reason:
@@ -281,20 +275,14 @@ def _death_result(status: int | None, timeout_s: float, seconds: float) -> Progr
         sig = -status
         name = _signal_name(sig)
         if sig == signal.SIGXCPU:
-            return ProgramResult(
-                None, [], "program_timeout", f"CPU time limit exceeded ({name})", seconds
-            )
+            return ProgramResult(None, [], "program_timeout", f"CPU time limit exceeded ({name})", seconds)
         if sig == signal.SIGXFSZ:
-            return ProgramResult(
-                None, [], "program_error", f"file size limit exceeded ({name})", seconds
-            )
+            return ProgramResult(None, [], "program_error", f"file size limit exceeded ({name})", seconds)
         why = f"sandbox worker died from {name}"
         if sig == signal.SIGKILL:
             why += " (out of memory or killed)"
         return ProgramResult(None, [], "program_error", why, seconds)
-    return ProgramResult(
-        None, [], "program_error", f"sandbox worker exited with status {status}", seconds
-    )
+    return ProgramResult(None, [], "program_error", f"sandbox worker exited with status {status}", seconds)
 
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -375,10 +363,7 @@ class Sandbox:
                 except BaseException as exc:  # noqa: BLE001 - re-raised below
                     errors.append(exc)
 
-        threads = [
-            threading.Thread(target=drain, daemon=True)
-            for _ in range(min(self.workers, len(chunks)))
-        ]
+        threads = [threading.Thread(target=drain, daemon=True) for _ in range(min(self.workers, len(chunks)))]
         for t in threads:
             t.start()
         for t in threads:
@@ -395,11 +380,7 @@ class Sandbox:
     @property
     def pids(self) -> list[int]:
         """Process ids of the live worker processes, hot spare included (monitoring, tests)."""
-        return [
-            w.proc.pid
-            for w in [*self._pool, self._spare]
-            if w.proc is not None and w.proc.poll() is None
-        ]
+        return [w.proc.pid for w in [*self._pool, self._spare] if w.proc is not None and w.proc.poll() is None]
 
     def close(self) -> None:
         if self._closed:
@@ -447,9 +428,7 @@ class Sandbox:
         todo: list[int] = []
         for i, (source, sg_json) in enumerate(jobs):
             if not isinstance(source, str) or not isinstance(sg_json, str):
-                results[i] = ProgramResult(
-                    None, [], "program_error", "source and scene graph JSON must be str", 0.0
-                )
+                results[i] = ProgramResult(None, [], "program_error", "source and scene graph JSON must be str", 0.0)
             elif len(source) > MAX_SOURCE_CHARS:
                 results[i] = ProgramResult(
                     None, [], "program_rejected",
@@ -524,9 +503,7 @@ class Sandbox:
                     results[idx] = _death_result(status, timeout_s, elapsed)
                 else:  # garbage on the pipe: never trust that worker again
                     self._replace(worker)
-                    results[idx] = ProgramResult(
-                        None, [], "program_error", "sandbox protocol error", elapsed
-                    )
+                    results[idx] = ProgramResult(None, [], "program_error", "sandbox protocol error", elapsed)
                 todo = todo[k + 1 :]
                 break
             else:
@@ -547,9 +524,7 @@ def _chunk(jobs: list[tuple[str, str]], workers: int) -> list[tuple[int, list[tu
         if i > start and (i - start >= per_chunk or size + cost > MAX_BATCH_CHARS):
             chunks.append((start, jobs[start:i]))
             start, size, graphs = i, 0, set()
-            cost = (len(source) if isinstance(source, str) else 0) + (
-                len(sg_json) if isinstance(sg_json, str) else 0
-            )
+            cost = (len(source) if isinstance(source, str) else 0) + (len(sg_json) if isinstance(sg_json, str) else 0)
         size += cost
         if isinstance(sg_json, str):
             graphs.add(sg_json)

@@ -117,14 +117,10 @@ def _check_format_string(text: str, line: int) -> None:
                 _first, rest = formatter_field_name_split(field)
                 parts = list(rest)
             except ValueError as exc:
-                raise PolicyError(
-                    f"malformed format field {field!r}: {exc} (line {line})"
-                ) from None
+                raise PolicyError(f"malformed format field {field!r}: {exc} (line {line})") from None
             for is_attr, name in parts:
                 if is_attr and (str(name).startswith("_") or name in BLOCKED_ATTRS):
-                    raise PolicyError(
-                        f"format field {field!r} reads a private attribute (line {line})"
-                    )
+                    raise PolicyError(f"format field {field!r} reads a private attribute (line {line})")
         if spec:
             _check_format_string(spec, line)
 
@@ -143,9 +139,7 @@ def check_tree(tree: ast.AST) -> None:
         if isinstance(node, ast.Attribute):
             attr = node.attr
             if attr.startswith("_"):
-                raise PolicyError(
-                    f"access to private attribute '.{attr}' is not allowed (line {line})"
-                )
+                raise PolicyError(f"access to private attribute '.{attr}' is not allowed (line {line})")
             if attr in BLOCKED_ATTRS:
                 raise PolicyError(f"access to attribute '.{attr}' is not allowed (line {line})")
             if not isinstance(node.ctx, ast.Load):
@@ -153,9 +147,7 @@ def check_tree(tree: ast.AST) -> None:
             if attr in FORMAT_METHODS:
                 value = node.value
                 if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
-                    raise PolicyError(
-                        f"'.{attr}' is only allowed on a string literal (line {line})"
-                    )
+                    raise PolicyError(f"'.{attr}' is only allowed on a string literal (line {line})")
                 _check_format_string(value.value, line)
         elif isinstance(node, ast.Name):
             if node.id.startswith("__") and node.id not in ALLOWED_DUNDER_NAMES:
@@ -165,9 +157,7 @@ def check_tree(tree: ast.AST) -> None:
         elif isinstance(node, ast.MatchClass):
             for attr in node.kwd_attrs:
                 if attr.startswith("_") or attr in BLOCKED_ATTRS:
-                    raise PolicyError(
-                        f"match pattern reads attribute '{attr}', not allowed (line {line})"
-                    )
+                    raise PolicyError(f"match pattern reads attribute '{attr}', not allowed (line {line})")
         elif isinstance(node, ast.arg) and node.arg.startswith("__"):
             raise PolicyError(f"name '{node.arg}' is not allowed (line {line})")
         elif isinstance(node, (ast.FunctionDef, ast.Global, ast.Nonlocal)):
@@ -291,9 +281,7 @@ class _Worker:
         self.SceneGraph = SceneGraph
         self.builtins = _safe_builtins()
         # sg_json -> (pickled pristine SceneGraph, its entity names)
-        self.graph_cache: collections.OrderedDict[str, tuple[bytes, frozenset[str]]] = (
-            collections.OrderedDict()
-        )
+        self.graph_cache: collections.OrderedDict[str, tuple[bytes, frozenset[str]]] = collections.OrderedDict()
         self.fired = False
         self.jobs_done = 0
         signal.signal(signal.SIGALRM, self._on_alarm)
@@ -476,9 +464,7 @@ def _lock_down(memory_mb: int) -> list[str]:
         applied.append("RLIMIT_CPU=per program")
     except (ValueError, OSError):
         pass
-    highest = (
-        max(int(fd) for fd in os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 16
-    )
+    highest = max(int(fd) for fd in os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 16
     limit("RLIMIT_NOFILE", highest + 1)
     return applied
 

@@ -72,7 +72,10 @@ class SceneGraph(nx.DiGraph):
         """
         if ent_name not in self:
             return {}
-        out_edges = {tgt: {k: list(v) for k, v in data.items()} for _, tgt, data in self.out_edges(ent_name, data=True)}
+        out_edges = {
+            tgt: {k: list(v) if isinstance(v, list) else [v] for k, v in data.items()}
+            for _, tgt, data in self.out_edges(ent_name, data=True)
+        }
         self._touch(ent_name, *out_edges)
         return out_edges
 
@@ -83,7 +86,10 @@ class SceneGraph(nx.DiGraph):
         """
         if ent_name not in self:
             return {}
-        in_edges = {src: {k: list(v) for k, v in data.items()} for src, _, data in self.in_edges(ent_name, data=True)}
+        in_edges = {
+            src: {k: list(v) if isinstance(v, list) else [v] for k, v in data.items()}
+            for src, _, data in self.in_edges(ent_name, data=True)
+        }
         self._touch(ent_name, *in_edges)
         return in_edges
 

@@ -52,8 +52,13 @@ class SentenceEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
         if missing:
-            vecs = self.model.encode(missing, batch_size=self.batch_size, normalize_embeddings=True,
-                                     convert_to_numpy=True, show_progress_bar=False)
+            vecs = self.model.encode(
+                missing,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
             self._memo.update(zip(missing, vecs, strict=True))
         dim = self.model.get_sentence_embedding_dimension() or 384
         return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, dim), dtype=np.float32)
@@ -128,8 +133,12 @@ def paper_score(
     final = np.maximum(support, visual)
     score.truthfulness = float(np.clip(final.mean(), 0.0, 1.0))
     score.response_support = [
-        {"response_tuple": r, "best_caption_tuple": cap_txt[j] if cap_txt else None,
-         "caption_similarity": round(float(s), 4), "image_entailment": round(float(v), 4) if image_entailment else None}
+        {
+            "response_tuple": r,
+            "best_caption_tuple": cap_txt[j] if cap_txt else None,
+            "caption_similarity": round(float(s), 4),
+            "image_entailment": round(float(v), 4) if image_entailment else None,
+        }
         for r, j, s, v in zip(resp_txt, arg, support, visual, strict=True)
     ]
     score.hallucinated = [r for r, f in zip(resp_txt, final, strict=True) if f < threshold]

@@ -55,7 +55,7 @@ class SceneTuple:
             return self.entity
         if self.kind == "attribute":
             if self.attribute_type == "text rendering":
-                return f'{self.entity} has the text {self.value}'
+                return f"{self.entity} has the text {self.value}"
             if self.attribute_type == "count":
                 return f"there are {self.value} {self.entity}"
             return f"{self.entity} is {self.value}"
@@ -77,9 +77,14 @@ def parse_tuples(payload: Any) -> list[SceneTuple]:
     non-object payload raises TupleFormatError).
     """
     if not isinstance(payload, dict):
-        raise TupleFormatError(f"expected a JSON object with entities/attributes/relations, got {type(payload).__name__}")
+        raise TupleFormatError(
+            f"expected a JSON object with entities/attributes/relations, got {type(payload).__name__}"
+        )
     if not any(k in payload for k in ("entities", "attributes", "relations")):
         raise TupleFormatError(f"no entities/attributes/relations keys (keys: {sorted(payload)[:8]})")
+    for key in ("entities", "attributes", "relations"):
+        if key in payload and payload[key] is not None and not isinstance(payload[key], list):
+            raise TupleFormatError(f"{key} must be a list, got {type(payload[key]).__name__}")
     out: list[SceneTuple] = []
     seen: set[SceneTuple] = set()
     entities: list[str] = []

@@ -1,6 +1,5 @@
 """Ingest and benchmark construction (PROVE section 3), one shard per partition."""
 
-
 import hashlib
 import json
 from typing import Any
@@ -27,8 +26,15 @@ from prove_assets.defs.resources import (
 from prove_assets.defs.settings import ANSWER_MATCH_THRESHOLD, QA_MAX, QA_MIN, code_version
 
 TUPLE_COLUMNS = ["kind", "entity", "attribute_type", "value", "relation_type", "predicate", "target", "text"]
-VERDICTS = ["kept", "program_error", "program_timeout", "answer_mismatch",
-            "filtered_trivial", "filtered_incomplete", "filtered_unnatural"]
+VERDICTS = [
+    "kept",
+    "program_error",
+    "program_timeout",
+    "answer_mismatch",
+    "filtered_trivial",
+    "filtered_incomplete",
+    "filtered_unnatural",
+]
 # PROVE v0.1 (paper, sec. 3): share of generated pairs dropped for each reason.
 PAPER_VERDICT_SHARE = {"program_error": 0.189, "answer_mismatch": 0.099}
 
@@ -43,15 +49,30 @@ def extract_tuple_rows(results: list, keys: list[dict[str, Any]]) -> pd.DataFram
     rows: list[dict[str, Any]] = []
     for key, res in zip(keys, results, strict=True):
         if res.error:
-            rows.append({**key, "tuple_index": -1, **dict.fromkeys(TUPLE_COLUMNS), "call_id": res.call_id, "error": res.error})
+            rows.append(
+                {**key, "tuple_index": -1, **dict.fromkeys(TUPLE_COLUMNS), "call_id": res.call_id, "error": res.error}
+            )
         else:
             rows.extend({**r, "call_id": res.call_id, "error": None} for r in tuple_rows(res.data, **key))
-    cols = [*keys[0].keys(), "tuple_index", *TUPLE_COLUMNS, "call_id", "error"] if keys else ["tuple_index", *TUPLE_COLUMNS, "call_id", "error"]
+    cols = (
+        [*keys[0].keys(), "tuple_index", *TUPLE_COLUMNS, "call_id", "error"]
+        if keys
+        else ["tuple_index", *TUPLE_COLUMNS, "call_id", "error"]
+    )
     return pd.DataFrame(rows, columns=cols)
 
 
 def tuples_request(text: str) -> LLMRequest:
-    return LLMRequest(load_prompt(prompts_dir(), "extract_tuples"), {"text": text}, TUPLES_JSON_SCHEMA, validate=parse_tuples)
+    """Tuple extraction for one text. max_tokens grows with the text (about 4 tokens a word is
+    what a full extraction needs) so a small model that loops is cut off early; the complete
+    tuples written before the cut are kept."""
+    return LLMRequest(
+        load_prompt(prompts_dir(), "extract_tuples"),
+        {"text": text},
+        TUPLES_JSON_SCHEMA,
+        validate=parse_tuples,
+        max_tokens=min(2048, 120 + 4 * len(text.split())),
+    )
 
 
 def tuples_by(df: pd.DataFrame, key: str) -> dict[str, list[SceneTuple]]:
@@ -59,8 +80,7 @@ def tuples_by(df: pd.DataFrame, key: str) -> dict[str, list[SceneTuple]]:
     return {k: tuples_from_rows(g.to_dict("records")) for k, g in ok.groupby(key)}
 
 
-@dg.asset(group_name="ingest", partitions_def=shard_partitions, pool="duckdb", code_version="1",
-          kinds={"duckdb"})
+@dg.asset(group_name="ingest", partitions_def=shard_partitions, pool="duckdb", code_version="1", kinds={"duckdb"})
 def images(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """The shard's images with their hyper-detailed captions: image_id, dataset, split, path,
     sha256, width, height, caption. Malformed lines and missing or unreadable images are kept as
@@ -69,9 +89,19 @@ def images(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
     spec = load_registry(datasets_file())[dataset]
     rows = []
     for item in read_shard(spec, index):
-        row: dict[str, Any] = {"position": item.position, "image_id": item.image_id, "dataset": dataset,
-                               "split": None, "path": None, "sha256": None, "width": None, "height": None,
-                               "caption": None, "status": "skipped", "reason": None}
+        row: dict[str, Any] = {
+            "position": item.position,
+            "image_id": item.image_id,
+            "dataset": dataset,
+            "split": None,
+            "path": None,
+            "sha256": None,
+            "width": None,
+            "height": None,
+            "caption": None,
+            "status": "skipped",
+            "reason": None,
+        }
         if isinstance(item, Record):
             row.update(split=item.split, path=str(item.image_path), caption=item.caption)
             try:
@@ -86,16 +116,32 @@ def images(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
         rows.append(row)
     df = pd.DataFrame(rows)
     skipped = df[df["status"] == "skipped"]
-    return write_partition(context, warehouse.get(), "images", df, {
-        "images_ok": dg.MetadataValue.int(int((df["status"] == "ok").sum())),
-        "skipped": dg.MetadataValue.int(len(skipped)),
-        "skip_reasons": dg.MetadataValue.md(markdown_table(skipped[["position", "image_id", "reason"]]) if len(skipped) else "_none_"),
-    })
+    return write_partition(
+        context,
+        warehouse.get(),
+        "images",
+        df,
+        {
+            "images_ok": dg.MetadataValue.int(int((df["status"] == "ok").sum())),
+            "skipped": dg.MetadataValue.int(len(skipped)),
+            "skip_reasons": dg.MetadataValue.md(
+                markdown_table(skipped[["position", "image_id", "reason"]]) if len(skipped) else "_none_"
+            ),
+        },
+    )
 
 
-@dg.asset(group_name="benchmark", partitions_def=shard_partitions, deps=[images], pool="duckdb",
-          code_version=code_version(["extract_tuples"]), kinds={"duckdb", "llm"})
-def caption_tuples(context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource) -> dg.MaterializeResult:
+@dg.asset(
+    group_name="benchmark",
+    partitions_def=shard_partitions,
+    deps=[images],
+    pool="duckdb",
+    code_version=code_version(["extract_tuples"]),
+    kinds={"duckdb", "llm"},
+)
+def caption_tuples(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
+) -> dg.MaterializeResult:
     """An LLM extracts entity, attribute and relation tuples from each caption (Davidsonian
     scene-graph style). One row per tuple with the LLM call that produced it; a caption whose
     extraction failed is one row with the error."""
@@ -108,15 +154,28 @@ def caption_tuples(context: dg.AssetExecutionContext, warehouse: WarehouseResour
         sent, cached = gw.sent, gw.cached
     df = extract_tuple_rows(results, keys)
     ok = df[df["error"].isna()]
-    return write_partition(context, wh, "caption_tuples", df, {
-        "tuples_by_kind": dg.MetadataValue.json(ok["kind"].value_counts().to_dict()),
-        "failed_captions": dg.MetadataValue.int(int(df["error"].notna().sum())),
-        "llm_requests_sent": dg.MetadataValue.int(sent), "llm_requests_cached": dg.MetadataValue.int(cached),
-    })
+    return write_partition(
+        context,
+        wh,
+        "caption_tuples",
+        df,
+        {
+            "tuples_by_kind": dg.MetadataValue.json(ok["kind"].value_counts().to_dict()),
+            "failed_captions": dg.MetadataValue.int(int(df["error"].notna().sum())),
+            "llm_requests_sent": dg.MetadataValue.int(sent),
+            "llm_requests_cached": dg.MetadataValue.int(cached),
+        },
+    )
 
 
-@dg.asset(group_name="benchmark", partitions_def=shard_partitions, deps=[images, caption_tuples],
-          pool="duckdb", code_version="1", kinds={"duckdb", "networkx"})
+@dg.asset(
+    group_name="benchmark",
+    partitions_def=shard_partitions,
+    deps=[images, caption_tuples],
+    pool="duckdb",
+    code_version="1",
+    kinds={"duckdb", "networkx"},
+)
 def scene_graphs(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """The caption's tuples become a scene graph g(C): attributed entities as nodes, relations
     as edges (the seed SceneGraph class), stored as node-link JSON with its counts."""
@@ -129,30 +188,52 @@ def scene_graphs(context: dg.AssetExecutionContext, warehouse: WarehouseResource
     for img in imgs.itertuples():
         ts = tuples.get(img.image_id, [])
         sg = SceneGraph.from_tuples(img.caption, ts)
-        rows.append({"image_id": img.image_id, "scene_graph": sg.to_json(), "n_entities": sg.number_of_nodes(),
-                     "n_attributes": sum(t.kind == "attribute" for t in ts),
-                     "n_relations": sum(t.kind == "relation" for t in ts),
-                     "error": None if ts else "no tuples extracted from the caption"})
+        rows.append(
+            {
+                "image_id": img.image_id,
+                "scene_graph": sg.to_json(),
+                "n_entities": sg.number_of_nodes(),
+                "n_attributes": sum(t.kind == "attribute" for t in ts),
+                "n_relations": sum(t.kind == "relation" for t in ts),
+                "error": None if ts else "no tuples extracted from the caption",
+            }
+        )
     df = pd.DataFrame(rows, columns=["image_id", "scene_graph", "n_entities", "n_attributes", "n_relations", "error"])
-    return write_partition(context, wh, "scene_graphs", df, {
-        "mean_entities": dg.MetadataValue.float(float(df["n_entities"].mean()) if len(df) else 0.0),
-        "empty_graphs": dg.MetadataValue.int(int(df["error"].notna().sum())),
-    })
+    return write_partition(
+        context,
+        wh,
+        "scene_graphs",
+        df,
+        {
+            "mean_entities": dg.MetadataValue.float(float(df["n_entities"].mean()) if len(df) else 0.0),
+            "empty_graphs": dg.MetadataValue.int(int(df["error"].notna().sum())),
+        },
+    )
 
 
 def qa_schema(n_min: int, n_max: int) -> dict[str, Any]:
-    pair = {"type": "object", "required": ["question", "answer", "program"],
-            "properties": {"question": {"type": "string"}, "answer": {"type": "string"}, "program": {"type": "string"}}}
-    return {"type": "object", "required": ["qa_pairs"],
-            "properties": {"qa_pairs": {"type": "array", "items": pair, "minItems": n_min, "maxItems": n_max}}}
+    pair = {
+        "type": "object",
+        "required": ["question", "answer", "program"],
+        "properties": {"question": {"type": "string"}, "answer": {"type": "string"}, "program": {"type": "string"}},
+    }
+    return {
+        "type": "object",
+        "required": ["qa_pairs"],
+        "properties": {"qa_pairs": {"type": "array", "items": pair, "minItems": n_min, "maxItems": n_max}},
+    }
 
 
 def parse_qa_pairs(data: Any) -> list[dict[str, str]]:
     pairs = data.get("qa_pairs") if isinstance(data, dict) else None
     if not isinstance(pairs, list) or not pairs:
         raise ValueError('expected {"qa_pairs": [{"question", "answer", "program"}, ...]}')
-    out = [p for p in pairs if isinstance(p, dict) and all(isinstance(p.get(k), str) and p[k].strip()
-                                                             for k in ("question", "answer", "program"))]
+    out = [
+        p
+        for p in pairs
+        if isinstance(p, dict)
+        and all(isinstance(p.get(k), str) and p[k].strip() for k in ("question", "answer", "program"))
+    ]
     if not out:
         raise ValueError("no pair has a non-empty question, answer and program")
     return out
@@ -163,9 +244,17 @@ def qa_id(image_id: str, question: str) -> str:
     return f"{image_id}-{hashlib.sha1(' '.join(question.lower().split()).encode()).hexdigest()[:8]}"
 
 
-@dg.asset(group_name="benchmark", partitions_def=shard_partitions, deps=[scene_graphs], pool="duckdb",
-          code_version=code_version(["generate_qa"], qa_min=QA_MIN, qa_max=QA_MAX), kinds={"duckdb", "llm"})
-def qa_candidates(context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource) -> dg.MaterializeResult:
+@dg.asset(
+    group_name="benchmark",
+    partitions_def=shard_partitions,
+    deps=[scene_graphs],
+    pool="duckdb",
+    code_version=code_version(["generate_qa"], qa_min=QA_MIN, qa_max=QA_MAX),
+    kinds={"duckdb", "llm"},
+)
+def qa_candidates(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
+) -> dg.MaterializeResult:
     """Given the caption and its scene graph, an LLM writes diverse, non-trivial QA pairs, each
     with a Python program `execute_command(scene_graph)` meant to verify it (supplement fig. 3)."""
     wh = warehouse.get()
@@ -175,8 +264,15 @@ def qa_candidates(context: dg.AssetExecutionContext, warehouse: WarehouseResourc
     requests = []
     for g in graphs.itertuples():
         sg = SceneGraph.from_json(g.scene_graph)
-        requests.append(LLMRequest(prompt, {"caption": sg.caption, "sg_dict": json.dumps(sg.sg_dict), "n_min": QA_MIN,
-                                            "n_max": QA_MAX}, qa_schema(QA_MIN, QA_MAX), validate=parse_qa_pairs, max_tokens=4096))
+        requests.append(
+            LLMRequest(
+                prompt,
+                {"caption": sg.caption, "sg_dict": json.dumps(sg.sg_dict), "n_min": QA_MIN, "n_max": QA_MAX},
+                qa_schema(QA_MIN, QA_MAX),
+                validate=parse_qa_pairs,
+                max_tokens=100 + 160 * QA_MAX,  # ~110 tokens a pair; bounds a looping model
+            )
+        )
     with llm.gateway(wh, context) as gw:
         results = gw.run(requests, progress_logger(context, "images"))
         sent, cached = gw.sent, gw.cached
@@ -184,8 +280,18 @@ def qa_candidates(context: dg.AssetExecutionContext, warehouse: WarehouseResourc
     for g, res in zip(graphs.itertuples(), results, strict=True):
         if res.error:
             failed += 1
-            rows.append({"qa_id": f"{g.image_id}-failed", "image_id": g.image_id, "pair_index": -1, "question": None,
-                         "answer": None, "program": None, "call_id": res.call_id, "error": res.error})
+            rows.append(
+                {
+                    "qa_id": f"{g.image_id}-failed",
+                    "image_id": g.image_id,
+                    "pair_index": -1,
+                    "question": None,
+                    "answer": None,
+                    "program": None,
+                    "call_id": res.call_id,
+                    "error": res.error,
+                }
+            )
             continue
         seen = set()
         for i, pair in enumerate(res.data):
@@ -193,22 +299,52 @@ def qa_candidates(context: dg.AssetExecutionContext, warehouse: WarehouseResourc
             if qid in seen:
                 continue
             seen.add(qid)
-            rows.append({"qa_id": qid, "image_id": g.image_id, "pair_index": i, "question": pair["question"].strip(),
-                         "answer": pair["answer"].strip(), "program": pair["program"], "call_id": res.call_id, "error": None})
-    df = pd.DataFrame(rows, columns=["qa_id", "image_id", "pair_index", "question", "answer", "program", "call_id", "error"])
-    return write_partition(context, wh, "qa_candidates", df, {
-        "qa_pairs": dg.MetadataValue.int(int(df["error"].isna().sum())),
-        "failed_images": dg.MetadataValue.int(failed),
-        "llm_requests_sent": dg.MetadataValue.int(sent), "llm_requests_cached": dg.MetadataValue.int(cached),
-    })
+            rows.append(
+                {
+                    "qa_id": qid,
+                    "image_id": g.image_id,
+                    "pair_index": i,
+                    "question": pair["question"].strip(),
+                    "answer": pair["answer"].strip(),
+                    "program": pair["program"],
+                    "call_id": res.call_id,
+                    "error": None,
+                }
+            )
+    df = pd.DataFrame(
+        rows, columns=["qa_id", "image_id", "pair_index", "question", "answer", "program", "call_id", "error"]
+    )
+    return write_partition(
+        context,
+        wh,
+        "qa_candidates",
+        df,
+        {
+            "qa_pairs": dg.MetadataValue.int(int(df["error"].isna().sum())),
+            "failed_images": dg.MetadataValue.int(failed),
+            "llm_requests_sent": dg.MetadataValue.int(sent),
+            "llm_requests_cached": dg.MetadataValue.int(cached),
+        },
+    )
 
 
 FILTER_SCHEMA: dict[str, Any] = {
-    "type": "object", "required": ["judgements"],
-    "properties": {"judgements": {"type": "array", "items": {
-        "type": "object", "required": ["index", "verdict", "reason"],
-        "properties": {"index": {"type": "integer"}, "reason": {"type": "string"},
-                       "verdict": {"type": "string", "enum": ["ok", "trivial", "incomplete", "unnatural"]}}}}},
+    "type": "object",
+    "required": ["judgements"],
+    "properties": {
+        "judgements": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["index", "verdict", "reason"],
+                "properties": {
+                    "index": {"type": "integer"},
+                    "reason": {"type": "string"},
+                    "verdict": {"type": "string", "enum": ["ok", "trivial", "incomplete", "unnatural"]},
+                },
+            },
+        }
+    },
 }
 
 
@@ -218,7 +354,11 @@ def parse_judgements(data: Any) -> dict[int, tuple[str, str]]:
         raise ValueError('expected {"judgements": [{"index", "verdict", "reason"}, ...]}')
     out = {}
     for j in items:
-        if isinstance(j, dict) and isinstance(j.get("index"), int) and j.get("verdict") in ("ok", "trivial", "incomplete", "unnatural"):
+        if (
+            isinstance(j, dict)
+            and isinstance(j.get("index"), int)
+            and j.get("verdict") in ("ok", "trivial", "incomplete", "unnatural")
+        ):
             out[j["index"]] = (j["verdict"], str(j.get("reason", "")))
     return out
 
@@ -230,11 +370,21 @@ def cosine(embedder: Any, a: list[str], b: list[str]) -> np.ndarray:
     return (ea * eb).sum(axis=1)
 
 
-@dg.asset(group_name="benchmark", partitions_def=shard_partitions, deps=[qa_candidates, scene_graphs], pool="duckdb",
-          code_version=code_version(["filter_qa"], answer_match_threshold=ANSWER_MATCH_THRESHOLD, complexity_nodes=3),
-          kinds={"duckdb", "python"})
-def verified_qa(context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource,
-                sandbox: SandboxResource, embeddings: EmbeddingResource) -> dg.MaterializeResult:
+@dg.asset(
+    group_name="benchmark",
+    partitions_def=shard_partitions,
+    deps=[qa_candidates, scene_graphs],
+    pool="duckdb",
+    code_version=code_version(["filter_qa"], answer_match_threshold=ANSWER_MATCH_THRESHOLD, complexity_nodes=3),
+    kinds={"duckdb", "python"},
+)
+def verified_qa(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    llm: LLMResource,
+    sandbox: SandboxResource,
+    embeddings: EmbeddingResource,
+) -> dg.MaterializeResult:
     """Every candidate's program is executed over the scene graph as a unit test. A pair is
     discarded if the program fails or its output differs semantically from the answer; the
     survivors pass the post-processing filter (trivial / incomplete / unnatural, supplement
@@ -251,28 +401,71 @@ def verified_qa(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
     rows: list[dict[str, Any]] = []
     for c, r in zip(cands.itertuples(), results, strict=True):
         verdict = {"ok": "ok", "program_timeout": "program_timeout"}.get(r.verdict, "program_error")
-        rows.append({"qa_id": c.qa_id, "image_id": c.image_id, "question": c.question, "answer": c.answer,
-                     "program": c.program, "call_id": c.call_id, "program_output": r.output,
-                     "visited": json.dumps(r.visited), "n_visited": len(r.visited),
-                     "complexity": "simple" if len(r.visited) <= 3 else "complex", "similarity": None,
-                     "verdict": verdict, "reason": r.reason, "program_seconds": round(r.seconds, 4), "filter_call_id": None})
-    df = pd.DataFrame(rows, columns=["qa_id", "image_id", "question", "answer", "program", "call_id", "program_output",
-                                     "visited", "n_visited", "complexity", "similarity", "verdict", "reason",
-                                     "program_seconds", "filter_call_id"])
+        rows.append(
+            {
+                "qa_id": c.qa_id,
+                "image_id": c.image_id,
+                "question": c.question,
+                "answer": c.answer,
+                "program": c.program,
+                "call_id": c.call_id,
+                "program_output": r.output,
+                "visited": json.dumps(r.visited),
+                "n_visited": len(r.visited),
+                "complexity": "simple" if len(r.visited) <= 3 else "complex",
+                "similarity": None,
+                "verdict": verdict,
+                "reason": r.reason,
+                "program_seconds": round(r.seconds, 4),
+                "filter_call_id": None,
+            }
+        )
+    df = pd.DataFrame(
+        rows,
+        columns=[
+            "qa_id",
+            "image_id",
+            "question",
+            "answer",
+            "program",
+            "call_id",
+            "program_output",
+            "visited",
+            "n_visited",
+            "complexity",
+            "similarity",
+            "verdict",
+            "reason",
+            "program_seconds",
+            "filter_call_id",
+        ],
+    )
     ran = df["verdict"] == "ok"
     sims = cosine(embeddings.get(), df.loc[ran, "answer"].tolist(), df.loc[ran, "program_output"].fillna("").tolist())
     df.loc[ran, "similarity"] = np.round(sims, 4)
     mismatch = ran & (df["similarity"].astype(float) < ANSWER_MATCH_THRESHOLD)
     df.loc[mismatch, "verdict"] = "answer_mismatch"
     df.loc[mismatch, "reason"] = df.loc[mismatch, "similarity"].map(
-        lambda s: f"program output vs answer similarity {s:.2f} < {ANSWER_MATCH_THRESHOLD}")
+        lambda s: f"program output vs answer similarity {s:.2f} < {ANSWER_MATCH_THRESHOLD}"
+    )
 
     # Post-processing filter, one request per image over its verified pairs.
     prompt = load_prompt(prompts_dir(), "filter_qa")
     groups = [(img, g.index.tolist()) for img, g in df[df["verdict"] == "ok"].groupby("image_id", sort=True)]
-    requests = [LLMRequest(prompt, {"pairs": "\n".join(f"{i}. Question: {df.at[ix, 'question']}\n   Answer: {df.at[ix, 'answer']}"
-                                                       for i, ix in enumerate(idx))}, FILTER_SCHEMA, validate=parse_judgements)
-                for _, idx in groups]
+    requests = [
+        LLMRequest(
+            prompt,
+            {
+                "pairs": "\n".join(
+                    f"{i}. Question: {df.at[ix, 'question']}\n   Answer: {df.at[ix, 'answer']}"
+                    for i, ix in enumerate(idx)
+                )
+            },
+            FILTER_SCHEMA,
+            validate=parse_judgements,
+        )
+        for _, idx in groups
+    ]
     with llm.gateway(wh, context) as gw:
         judged = gw.run(requests, progress_logger(context, "filtered images"))
         sent, cached = gw.sent, gw.cached
@@ -280,29 +473,52 @@ def verified_qa(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
         for i, ix in enumerate(idx):
             df.at[ix, "filter_call_id"] = res.call_id
             if res.error:
-                df.at[ix, "verdict"], df.at[ix, "reason"] = "kept", f"post-processing filter unavailable: {res.error[:200]}"
+                df.at[ix, "verdict"], df.at[ix, "reason"] = (
+                    "kept",
+                    f"post-processing filter unavailable: {res.error[:200]}",
+                )
                 continue
             verdict, reason = res.data.get(i, ("ok", "no judgement returned for this pair"))
             df.at[ix, "verdict"] = "kept" if verdict == "ok" else f"filtered_{verdict}"
             df.at[ix, "reason"] = reason
     counts = df["verdict"].value_counts().reindex(VERDICTS, fill_value=0)
     total = max(1, len(df))
-    table = pd.DataFrame({"verdict": VERDICTS, "n": [int(counts[v]) for v in VERDICTS],
-                          "share": [f"{counts[v] / total:.1%}" for v in VERDICTS],
-                          "PROVE v0.1": [f"{PAPER_VERDICT_SHARE[v]:.1%}" if v in PAPER_VERDICT_SHARE else "" for v in VERDICTS]})
+    table = pd.DataFrame(
+        {
+            "verdict": VERDICTS,
+            "n": [int(counts[v]) for v in VERDICTS],
+            "share": [f"{counts[v] / total:.1%}" for v in VERDICTS],
+            "PROVE v0.1": [f"{PAPER_VERDICT_SHARE[v]:.1%}" if v in PAPER_VERDICT_SHARE else "" for v in VERDICTS],
+        }
+    )
     kept = df[df["verdict"] == "kept"]
-    return write_partition(context, wh, "verified_qa", df, {
-        "verdicts": dg.MetadataValue.md(markdown_table(table)),
-        "kept": dg.MetadataValue.int(len(kept)),
-        "kept_simple": dg.MetadataValue.int(int((kept["complexity"] == "simple").sum())),
-        "kept_complex": dg.MetadataValue.int(int((kept["complexity"] == "complex").sum())),
-        "llm_requests_sent": dg.MetadataValue.int(sent), "llm_requests_cached": dg.MetadataValue.int(cached),
-    })
+    return write_partition(
+        context,
+        wh,
+        "verified_qa",
+        df,
+        {
+            "verdicts": dg.MetadataValue.md(markdown_table(table)),
+            "kept": dg.MetadataValue.int(len(kept)),
+            "kept_simple": dg.MetadataValue.int(int((kept["complexity"] == "simple").sum())),
+            "kept_complex": dg.MetadataValue.int(int((kept["complexity"] == "complex").sum())),
+            "llm_requests_sent": dg.MetadataValue.int(sent),
+            "llm_requests_cached": dg.MetadataValue.int(cached),
+        },
+    )
 
 
-@dg.asset(group_name="benchmark", partitions_def=shard_partitions, deps=[verified_qa], pool="duckdb",
-          code_version=code_version(["extract_tuples"]), kinds={"duckdb", "llm"})
-def answer_tuples(context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource) -> dg.MaterializeResult:
+@dg.asset(
+    group_name="benchmark",
+    partitions_def=shard_partitions,
+    deps=[verified_qa],
+    pool="duckdb",
+    code_version=code_version(["extract_tuples"]),
+    kinds={"duckdb", "llm"},
+)
+def answer_tuples(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
+) -> dg.MaterializeResult:
     """Tuples g(A) of every kept ground-truth answer, extracted with the same prompt as the
     captions and responses: what helpfulness measures recall against."""
     wh = warehouse.get()
@@ -310,10 +526,25 @@ def answer_tuples(context: dg.AssetExecutionContext, warehouse: WarehouseResourc
     kept = qa[qa["verdict"] == "kept"] if len(qa) else qa
     keys = [{"qa_id": r.qa_id, "image_id": r.image_id} for r in kept.itertuples()]
     with llm.gateway(wh, context) as gw:
-        results = gw.run([tuples_request(a) for a in kept["answer"]] if len(kept) else [], progress_logger(context, "answers"))
+        results = gw.run(
+            [tuples_request(a) for a in kept["answer"]] if len(kept) else [], progress_logger(context, "answers")
+        )
         sent, cached = gw.sent, gw.cached
-    df = extract_tuple_rows(results, keys) if keys else pd.DataFrame(columns=["qa_id", "image_id", "tuple_index", *TUPLE_COLUMNS, "call_id", "error"])
-    return write_partition(context, wh, "answer_tuples", df, {
-        "failed_answers": dg.MetadataValue.int(int(df["error"].notna().sum())) if len(df) else dg.MetadataValue.int(0),
-        "llm_requests_sent": dg.MetadataValue.int(sent), "llm_requests_cached": dg.MetadataValue.int(cached),
-    })
+    df = (
+        extract_tuple_rows(results, keys)
+        if keys
+        else pd.DataFrame(columns=["qa_id", "image_id", "tuple_index", *TUPLE_COLUMNS, "call_id", "error"])
+    )
+    return write_partition(
+        context,
+        wh,
+        "answer_tuples",
+        df,
+        {
+            "failed_answers": dg.MetadataValue.int(int(df["error"].notna().sum()))
+            if len(df)
+            else dg.MetadataValue.int(0),
+            "llm_requests_sent": dg.MetadataValue.int(sent),
+            "llm_requests_cached": dg.MetadataValue.int(cached),
+        },
+    )

@@ -1,6 +1,5 @@
 """Asset checks: the benchmark's and the evaluation's invariants, partition-aware."""
 
-
 import dagster as dg
 
 from prove_assets.defs.benchmark import verified_qa
@@ -11,8 +10,11 @@ from prove_assets.defs.resources import WarehouseResource
 from prove_assets.storage.warehouse import SCHEMA
 
 
-@dg.asset_check(asset=verified_qa, partitions_def=shard_partitions,
-                description="Every image with a scene graph keeps at least one QA pair.")
+@dg.asset_check(
+    asset=verified_qa,
+    partitions_def=shard_partitions,
+    description="Every image with a scene graph keeps at least one QA pair.",
+)
 def kept_pairs_per_image(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
     wh = warehouse.get()
     shard = context.partition_key
@@ -21,8 +23,11 @@ def kept_pairs_per_image(context: dg.AssetCheckExecutionContext, warehouse: Ware
     kept = set(qa.loc[qa["verdict"] == "kept", "image_id"]) if len(qa) else set()
     images = set(graphs.loc[graphs["error"].isna(), "image_id"]) if len(graphs) else set()
     without = sorted(images - kept)
-    return dg.AssetCheckResult(passed=not without, severity=dg.AssetCheckSeverity.WARN,
-                               metadata={"images": len(images), "images_without_kept_pairs": ", ".join(without) or "none"})
+    return dg.AssetCheckResult(
+        passed=not without,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"images": len(images), "images_without_kept_pairs": ", ".join(without) or "none"},
+    )
 
 
 @dg.asset_check(asset=verified_qa, partitions_def=shard_partitions, description="qa_id is unique.")
@@ -32,8 +37,11 @@ def unique_qa_id(context: dg.AssetCheckExecutionContext, warehouse: WarehouseRes
     return dg.AssetCheckResult(passed=dups == 0, metadata={"duplicates": dups})
 
 
-@dg.asset_check(asset=verified_qa, partitions_def=shard_partitions,
-                description="Every kept pair has its program output and a complexity.")
+@dg.asset_check(
+    asset=verified_qa,
+    partitions_def=shard_partitions,
+    description="Every kept pair has its program output and a complexity.",
+)
 def kept_rows_complete(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
     qa = warehouse.get().read("verified_qa", {"shard": context.partition_key})
     kept = qa[qa["verdict"] == "kept"] if len(qa) else qa
@@ -41,8 +49,11 @@ def kept_rows_complete(context: dg.AssetCheckExecutionContext, warehouse: Wareho
     return dg.AssetCheckResult(passed=bad == 0, metadata={"kept": len(kept), "incomplete": bad})
 
 
-@dg.asset_check(asset=model_responses, partitions_def=shard_model_partitions,
-                description="Every kept QA pair has a response (or a recorded error) from the model.")
+@dg.asset_check(
+    asset=model_responses,
+    partitions_def=shard_model_partitions,
+    description="Every kept QA pair has a response (or a recorded error) from the model.",
+)
 def response_per_kept_pair(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
     wh = warehouse.get()
     part = partition_columns(context)
@@ -52,9 +63,14 @@ def response_per_kept_pair(context: dg.AssetCheckExecutionContext, warehouse: Wa
     return dg.AssetCheckResult(passed=not missing, metadata={"kept": len(kept), "missing": len(missing)})
 
 
-@dg.asset_check(asset=response_scores, partitions_def=shard_model_partitions,
-                description="Helpfulness and truthfulness lie in [0, 1].")
-def scores_in_unit_interval(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+@dg.asset_check(
+    asset=response_scores,
+    partitions_def=shard_model_partitions,
+    description="Helpfulness and truthfulness lie in [0, 1].",
+)
+def scores_in_unit_interval(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
     df = warehouse.get().read("response_scores", partition_columns(context))
     bad = 0
     for col in ("helpfulness", "truthfulness"):
@@ -64,13 +80,19 @@ def scores_in_unit_interval(context: dg.AssetCheckExecutionContext, warehouse: W
     return dg.AssetCheckResult(passed=bad == 0, metadata={"rows": len(df), "out_of_range": bad})
 
 
-@dg.asset_check(asset=leaderboard, description="Each model's n (+ errors) on `full` equals the number of kept QA pairs of the shards it was evaluated on.")
+@dg.asset_check(
+    asset=leaderboard,
+    description="Each model's n (+ errors) on `full` equals the kept QA pairs of the shards it was evaluated on.",
+)
 def leaderboard_counts_match(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     df = warehouse.get().query(
         f"""WITH kept AS (SELECT shard, count(*) AS n FROM {SCHEMA}.verified_qa WHERE verdict = 'kept' GROUP BY shard),
                  evaluated AS (SELECT DISTINCT model, shard FROM {SCHEMA}.response_scores),
                  expected AS (SELECT e.model, sum(k.n) AS n FROM evaluated e JOIN kept k USING (shard) GROUP BY e.model)
             SELECT l.model, l.n + l.errors AS board_n, x.n AS kept_n FROM {SCHEMA}.leaderboard l
-            JOIN expected x USING (model) WHERE l.subset = 'full'""")
+            JOIN expected x USING (model) WHERE l.subset = 'full'"""
+    )
     bad = df[df["board_n"] != df["kept_n"]]
-    return dg.AssetCheckResult(passed=bad.empty, metadata={"models": len(df), "mismatched": ", ".join(bad["model"]) or "none"})
+    return dg.AssetCheckResult(
+        passed=bad.empty, metadata={"models": len(df), "mismatched": ", ".join(bad["model"]) or "none"}
+    )

@@ -21,8 +21,13 @@ def content_version(df: pd.DataFrame) -> dg.DataVersion:
     return dg.DataVersion(digest[:16])
 
 
-def write_partition(context: dg.AssetExecutionContext, warehouse: Warehouse, table: str,
-                    df: pd.DataFrame, metadata: dict[str, Any] | None = None) -> dg.MaterializeResult:
+def write_partition(
+    context: dg.AssetExecutionContext,
+    warehouse: Warehouse,
+    table: str,
+    df: pd.DataFrame,
+    metadata: dict[str, Any] | None = None,
+) -> dg.MaterializeResult:
     """Replace this run's partition of `table` atomically; report rows, preview and a content
     data version (an unchanged result leaves downstream fresh)."""
     df = df.copy()
@@ -42,6 +47,7 @@ def write_partition(context: dg.AssetExecutionContext, warehouse: Warehouse, tab
 def _markdown(df: pd.DataFrame, width: int = 80) -> str:
     if df.empty:
         return "_no rows_"
+
     def cell(value: object) -> str:
         s = "" if value is None or (isinstance(value, float) and value != value) else str(value)
         return (s[: width - 1] + "…" if len(s) > width else s).replace("|", "\\|").replace("\n", " ")

@@ -1,6 +1,5 @@
 """Evaluation (PROVE section 4), one shard x model per partition."""
 
-
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +24,13 @@ from prove_assets.defs.benchmark import (
 )
 from prove_assets.defs.common import write_partition
 from prove_assets.defs.partitions import partition_columns, same_shard, shard_model_partitions
-from prove_assets.defs.resources import EmbeddingResource, LLMResource, WarehouseResource, progress_logger
+from prove_assets.defs.resources import (
+    EmbeddingResource,
+    LLMResource,
+    VisualEntailmentResource,
+    WarehouseResource,
+    progress_logger,
+)
 from prove_assets.defs.settings import HALLUCINATION_THRESHOLD, code_version
 from prove_assets.storage.warehouse import Warehouse
 
@@ -44,17 +49,26 @@ def kept_questions(wh: Warehouse, shard: str) -> pd.DataFrame:
     return kept.merge(imgs, on="image_id", how="left").sort_values("qa_id").reset_index(drop=True)
 
 
-@dg.asset(group_name="evaluation", partitions_def=shard_model_partitions, deps=[_dep(verified_qa), _dep(images)],
-          pool="duckdb", code_version=code_version(["answer_with_caption", "answer_blind", "answer_with_image"]),
-          kinds={"duckdb", "llm"})
-def model_responses(context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource) -> dg.MaterializeResult:
+@dg.asset(
+    group_name="evaluation",
+    partitions_def=shard_model_partitions,
+    deps=[_dep(verified_qa), _dep(images)],
+    pool="duckdb",
+    code_version=code_version(["answer_with_caption", "answer_blind", "answer_with_image"]),
+    kinds={"duckdb", "llm"},
+)
+def model_responses(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
+) -> dg.MaterializeResult:
     """The model answers every kept question of the shard in free form: Â = m(Q, I). One row per
     (qa_id, model) with the response, its latency and LLM/VLM call id, or the error."""
     wh = warehouse.get()
     part = partition_columns(context)
     registry = load_models(models_file())
     if part["model"] not in registry:
-        raise dg.Failure(f"model {part['model']!r} is a partition but not in {models_file()}; add it there or remove the partition")
+        raise dg.Failure(
+            f"model {part['model']!r} is a partition but not in {models_file()}; add it there or remove the partition"
+        )
     spec = registry[part["model"]]
     qs = kept_questions(wh, part["shard"])
     questions = [Question(r.qa_id, r.question, r.answer, r.caption, r.path) for r in qs.itertuples()]
@@ -74,20 +88,48 @@ def model_responses(context: dg.AssetExecutionContext, warehouse: WarehouseResou
 
     context.log.info(f"{spec.name} ({spec.backend}) answers {len(questions)} questions")
     answers = respond(spec, questions, prompts_dir(), gateway, progress_logger(context, f"{spec.name} answers"))
-    df = pd.DataFrame([{"qa_id": q.qa_id, "image_id": r.image_id, "backend": spec.backend, "question": q.question,
-                        "response": a.response, "latency_s": a.latency_s, "call_id": a.call_id, "error": a.error}
-                       for q, r, a in zip(questions, qs.itertuples(), answers, strict=True)],
-                      columns=["qa_id", "image_id", "backend", "question", "response", "latency_s", "call_id", "error"])
-    return write_partition(context, wh, "model_responses", df, {
-        "responses": dg.MetadataValue.int(int(df["error"].isna().sum())),
-        "errors": dg.MetadataValue.int(int(df["error"].notna().sum())),
-        "mean_latency_s": dg.MetadataValue.float(float(df["latency_s"].astype(float).mean()) if df["latency_s"].notna().any() else 0.0),
-    })
+    df = pd.DataFrame(
+        [
+            {
+                "qa_id": q.qa_id,
+                "image_id": r.image_id,
+                "backend": spec.backend,
+                "question": q.question,
+                "response": a.response,
+                "latency_s": a.latency_s,
+                "call_id": a.call_id,
+                "error": a.error,
+            }
+            for q, r, a in zip(questions, qs.itertuples(), answers, strict=True)
+        ],
+        columns=["qa_id", "image_id", "backend", "question", "response", "latency_s", "call_id", "error"],
+    )
+    return write_partition(
+        context,
+        wh,
+        "model_responses",
+        df,
+        {
+            "responses": dg.MetadataValue.int(int(df["error"].isna().sum())),
+            "errors": dg.MetadataValue.int(int(df["error"].notna().sum())),
+            "mean_latency_s": dg.MetadataValue.float(
+                float(df["latency_s"].astype(float).mean()) if df["latency_s"].notna().any() else 0.0
+            ),
+        },
+    )
 
 
-@dg.asset(group_name="evaluation", partitions_def=shard_model_partitions, deps=[model_responses], pool="duckdb",
-          code_version=code_version(["extract_tuples"]), kinds={"duckdb", "llm"})
-def response_tuples(context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource) -> dg.MaterializeResult:
+@dg.asset(
+    group_name="evaluation",
+    partitions_def=shard_model_partitions,
+    deps=[model_responses],
+    pool="duckdb",
+    code_version=code_version(["extract_tuples"]),
+    kinds={"duckdb", "llm"},
+)
+def response_tuples(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
+) -> dg.MaterializeResult:
     """Tuples g(Â) extracted from each response with the same prompt as captions and answers.
     An empty response has no tuples; a failed extraction is one row with the error."""
     wh = warehouse.get()
@@ -96,25 +138,111 @@ def response_tuples(context: dg.AssetExecutionContext, warehouse: WarehouseResou
     ok = resp[resp["error"].isna() & resp["response"].fillna("").str.strip().astype(bool)] if len(resp) else resp
     keys = [{"qa_id": r.qa_id, "image_id": r.image_id} for r in ok.itertuples()]
     with llm.gateway(wh, context) as gw:
-        results = gw.run([tuples_request(t) for t in ok["response"]] if keys else [], progress_logger(context, "responses"))
+        results = gw.run(
+            [tuples_request(t) for t in ok["response"]] if keys else [], progress_logger(context, "responses")
+        )
         sent, cached = gw.sent, gw.cached
-    df = extract_tuple_rows(results, keys) if keys else pd.DataFrame(columns=["qa_id", "image_id", "tuple_index", *TUPLE_COLUMNS, "call_id", "error"])
-    return write_partition(context, wh, "response_tuples", df, {
-        "tuples": dg.MetadataValue.int(int(df["error"].isna().sum())),
-        "failed_extractions": dg.MetadataValue.int(int(df["error"].notna().sum())),
-        "llm_requests_sent": dg.MetadataValue.int(sent), "llm_requests_cached": dg.MetadataValue.int(cached),
-    })
+    df = (
+        extract_tuple_rows(results, keys)
+        if keys
+        else pd.DataFrame(columns=["qa_id", "image_id", "tuple_index", *TUPLE_COLUMNS, "call_id", "error"])
+    )
+    return write_partition(
+        context,
+        wh,
+        "response_tuples",
+        df,
+        {
+            "tuples": dg.MetadataValue.int(int(df["error"].isna().sum())),
+            "failed_extractions": dg.MetadataValue.int(int(df["error"].notna().sum())),
+            "llm_requests_sent": dg.MetadataValue.int(sent),
+            "llm_requests_cached": dg.MetadataValue.int(cached),
+        },
+    )
 
 
-SCORE_COLUMNS = ["qa_id", "image_id", "complexity", "question_type", "scorer", "truth_source", "helpfulness",
-                 "truthfulness", "edge_case", "n_answer_tuples", "n_response_tuples", "answer_matches",
-                 "response_support", "hallucinated", "hallucinated_entities", "error"]
+def _score_row(
+    r: Any,
+    qa: pd.DataFrame,
+    gt: dict,
+    caption: dict,
+    rtuples: dict,
+    failed_extraction: set,
+    embedder: Any,
+    judge: Any,
+    truth_source: str,
+) -> dict[str, Any]:
+    """Score one response row (see prove_assets.core.scoring for the definitions)."""
+    q = qa.loc[r.qa_id] if r.qa_id in qa.index else None
+    base = {
+        "qa_id": r.qa_id,
+        "image_id": r.image_id,
+        "scorer": "paper",
+        "truth_source": truth_source,
+        "complexity": q["complexity"] if q is not None else None,
+        "question_type": question_type(q["question"]) if q is not None else None,
+    }
+    error = r.error or ("response tuple extraction failed" if r.qa_id in failed_extraction else None)
+    if error or q is None:
+        return {**base, "error": error or "QA pair no longer kept"}
+    s = paper_score(
+        q["question"],
+        gt.get(r.qa_id, []),
+        rtuples.get(r.qa_id, []),
+        caption.get(r.image_id, []),
+        embedder,
+        threshold=HALLUCINATION_THRESHOLD,
+        image_entailment=judge.for_image(q["path"]) if judge is not None else None,
+    )
+    return {
+        **base,
+        "helpfulness": s.helpfulness,
+        "truthfulness": s.truthfulness,
+        "edge_case": s.edge_case,
+        "n_answer_tuples": s.n_answer_tuples,
+        "n_response_tuples": s.n_response_tuples,
+        "answer_matches": json.dumps(s.answer_matches),
+        "response_support": json.dumps(s.response_support),
+        "hallucinated": json.dumps(s.hallucinated),
+        "hallucinated_entities": json.dumps(s.hallucinated_entities),
+        "error": None,
+    }
 
 
-@dg.asset(group_name="evaluation", partitions_def=shard_model_partitions,
-          deps=[response_tuples, model_responses, _dep(answer_tuples), _dep(caption_tuples), _dep(verified_qa)],
-          pool="duckdb", code_version=code_version([], scorer="paper", threshold=HALLUCINATION_THRESHOLD), kinds={"duckdb"})
-def response_scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource, embeddings: EmbeddingResource) -> dg.MaterializeResult:
+SCORE_COLUMNS = [
+    "qa_id",
+    "image_id",
+    "complexity",
+    "question_type",
+    "scorer",
+    "truth_source",
+    "helpfulness",
+    "truthfulness",
+    "edge_case",
+    "n_answer_tuples",
+    "n_response_tuples",
+    "answer_matches",
+    "response_support",
+    "hallucinated",
+    "hallucinated_entities",
+    "error",
+]
+
+
+@dg.asset(
+    group_name="evaluation",
+    partitions_def=shard_model_partitions,
+    deps=[response_tuples, model_responses, _dep(answer_tuples), _dep(caption_tuples), _dep(verified_qa)],
+    pool="duckdb",
+    code_version=code_version(["visual_entailment"], scorer="paper", threshold=HALLUCINATION_THRESHOLD),
+    kinds={"duckdb"},
+)
+def response_scores(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    embeddings: EmbeddingResource,
+    visual_entailment: VisualEntailmentResource,
+) -> dg.MaterializeResult:
     """Helpfulness = recall of the ground-truth answer tuples in the response; truthfulness =
     precision of the response tuples against the caption's scene graph (or the image, when a
     visual-entailment backend is configured). Per-tuple matches and similarities are kept, and
@@ -130,29 +258,32 @@ def response_scores(context: dg.AssetExecutionContext, warehouse: WarehouseResou
     rtuples = tuples_by(rtuples_df, "qa_id")
     failed_extraction = set(rtuples_df.loc[rtuples_df["error"].notna(), "qa_id"]) if len(rtuples_df) else set()
     embedder = embeddings.get()
+    # One batched, de-duplicated encoding of every tuple in the partition; scoring then reads the memo.
+    embedder.encode(sorted({t.text for group in (gt, caption, rtuples) for ts in group.values() for t in ts}))
     rows: list[dict[str, Any]] = []
-    for r in resp.itertuples():
-        q = qa.loc[r.qa_id] if r.qa_id in qa.index else None
-        base = {"qa_id": r.qa_id, "image_id": r.image_id, "scorer": "paper", "truth_source": "caption",
-                "complexity": q["complexity"] if q is not None else None,
-                "question_type": question_type(q["question"]) if q is not None else None}
-        error = r.error or ("response tuple extraction failed" if r.qa_id in failed_extraction else None)
-        if error or q is None:
-            rows.append({**base, "error": error or "QA pair no longer kept"})
-            continue
-        s = paper_score(q["question"], gt.get(r.qa_id, []), rtuples.get(r.qa_id, []), caption.get(r.image_id, []),
-                        embedder, threshold=HALLUCINATION_THRESHOLD)
-        rows.append({**base, "helpfulness": s.helpfulness, "truthfulness": s.truthfulness, "edge_case": s.edge_case,
-                     "n_answer_tuples": s.n_answer_tuples, "n_response_tuples": s.n_response_tuples,
-                     "answer_matches": json.dumps(s.answer_matches), "response_support": json.dumps(s.response_support),
-                     "hallucinated": json.dumps(s.hallucinated),
-                     "hallucinated_entities": json.dumps(s.hallucinated_entities), "error": None})
+    with visual_entailment.judge(wh, context) as judge:
+        for r in resp.itertuples():
+            rows.append(
+                _score_row(
+                    r, qa, gt, caption, rtuples, failed_extraction, embedder, judge, visual_entailment.truth_source
+                )
+            )
     df = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     df["helpfulness"] = df["helpfulness"].astype(float)
     df["truthfulness"] = df["truthfulness"].astype(float)
-    return write_partition(context, wh, "response_scores", df, {
-        "helpfulness": dg.MetadataValue.float(round(float(df["helpfulness"].mean()), 4) if df["helpfulness"].notna().any() else 0.0),
-        "truthfulness": dg.MetadataValue.float(round(float(df["truthfulness"].mean()), 4) if df["truthfulness"].notna().any() else 0.0),
-        "scored": dg.MetadataValue.int(int(df["error"].isna().sum())),
-        "errors": dg.MetadataValue.int(int(df["error"].notna().sum())),
-    })
+    return write_partition(
+        context,
+        wh,
+        "response_scores",
+        df,
+        {
+            "helpfulness": dg.MetadataValue.float(
+                round(float(df["helpfulness"].mean()), 4) if df["helpfulness"].notna().any() else 0.0
+            ),
+            "truthfulness": dg.MetadataValue.float(
+                round(float(df["truthfulness"].mean()), 4) if df["truthfulness"].notna().any() else 0.0
+            ),
+            "scored": dg.MetadataValue.int(int(df["error"].isna().sum())),
+            "errors": dg.MetadataValue.int(int(df["error"].notna().sum())),
+        },
+    )

@@ -11,7 +11,9 @@ from prove_assets.defs.partitions import model_partitions, shard_partitions
 
 
 def registered_shards() -> list[str]:
-    return [shard_key(name, i) for name, spec in load_registry(datasets_file()).items() for i in range(shard_count(spec))]
+    return [
+        shard_key(name, i) for name, spec in load_registry(datasets_file()).items() for i in range(shard_count(spec))
+    ]
 
 
 def registered_models() -> list[str]:
@@ -38,8 +40,11 @@ def register_partitions(instance: dg.DagsterInstance) -> dict[str, list[str]]:
     return added
 
 
-@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Adds new shards (datasets.yaml) and models (models.yaml) as partitions.")
+@dg.sensor(
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Adds new shards (datasets.yaml) and models (models.yaml) as partitions.",
+)
 def registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     requests = partition_requests(context.instance)
     if not requests:

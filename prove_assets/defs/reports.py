@@ -1,6 +1,5 @@
 """Reports over all partitions: the leaderboard (PROVE Table 1)."""
 
-
 import dagster as dg
 
 from prove_assets.core.leaderboard import by_question_type, hallucinated_objects, leaderboard_table, wide_table
@@ -22,7 +21,9 @@ def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
     board = leaderboard_table(scores)
     with wh.connect() as con:
         con.register("board", board)
-        con.execute(f"CREATE OR REPLACE TABLE {SCHEMA}.leaderboard AS SELECT *, ? AS run_id FROM board", [context.run.run_id])
+        con.execute(
+            f"CREATE OR REPLACE TABLE {SCHEMA}.leaderboard AS SELECT *, ? AS run_id FROM board", [context.run.run_id]
+        )
         con.unregister("board")
     return dg.MaterializeResult(
         metadata={

@@ -10,8 +10,9 @@ from functools import cache
 import dagster as dg
 from pydantic import Field
 
+from prove_assets.backends.entailment import VLMJudgeEntailment
 from prove_assets.backends.llm import LLMGateway, LLMSettings
-from prove_assets.config import LEDGER_PATH, warehouse_path
+from prove_assets.config import LEDGER_PATH, prompts_dir, warehouse_path
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scoring import SentenceEmbedder
 from prove_assets.defs.settings import LLM_MODEL
@@ -47,16 +48,28 @@ class LLMResource(dg.ConfigurableResource):
 
     def settings(self) -> LLMSettings:
         return LLMSettings(
-            base_url=self.base_url or None, model=self.model, api_key_env=self.api_key_env or None,
-            gguf_path=self.gguf_path or None, json_mode=self.json_mode, temperature=self.temperature,
-            seed=self.seed, max_tokens=self.max_tokens, timeout_s=self.timeout_s,
-            max_retries=self.max_retries, max_concurrency=self.max_concurrency,
+            base_url=self.base_url or None,
+            model=self.model,
+            api_key_env=self.api_key_env or None,
+            gguf_path=self.gguf_path or None,
+            json_mode=self.json_mode,
+            temperature=self.temperature,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            max_concurrency=self.max_concurrency,
         )
 
     @contextmanager
     def gateway(self, warehouse: Warehouse, context: dg.AssetExecutionContext) -> Iterator[LLMGateway]:
-        gw = LLMGateway(self.settings(), warehouse, run_id=context.run.run_id,
-                        ledger=LEDGER_PATH if self.use_ledger else None, log=context.log.info)
+        gw = LLMGateway(
+            self.settings(),
+            warehouse,
+            run_id=context.run.run_id,
+            ledger=LEDGER_PATH if self.use_ledger else None,
+            log=context.log.info,
+        )
         try:
             yield gw
         finally:
@@ -69,8 +82,11 @@ def llm_from_env() -> LLMResource:
     PROVE_LLM_JSON_MODE / PROVE_LLM_CONCURRENCY configure the LLM without code."""
     env = os.environ.get
     return LLMResource(
-        base_url=env("PROVE_LLM_BASE_URL") or None, model=LLM_MODEL, api_key_env=env("PROVE_LLM_API_KEY_ENV") or None,
-        gguf_path=env("PROVE_LLM_GGUF") or None, json_mode=env("PROVE_LLM_JSON_MODE", "auto"),
+        base_url=env("PROVE_LLM_BASE_URL") or None,
+        model=LLM_MODEL,
+        api_key_env=env("PROVE_LLM_API_KEY_ENV") or None,
+        gguf_path=env("PROVE_LLM_GGUF") or None,
+        json_mode=env("PROVE_LLM_JSON_MODE", "auto"),
         max_concurrency=int(env("PROVE_LLM_CONCURRENCY", "1")),
     )
 
@@ -108,3 +124,48 @@ def progress_logger(context: dg.AssetExecutionContext, what: str) -> Callable[[i
             context.log.info(f"{what}: {done}/{total}")
 
     return log
+
+
+class VisualEntailmentResource(dg.ConfigurableResource):
+    """Optional image check for truthfulness: `none` (caption only, the offline default) or
+    `vlm_judge` (a vision chat endpoint judges each response tuple against the image)."""
+
+    backend: str = "none"
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    max_concurrency: int = 4
+
+    @property
+    def truth_source(self) -> str:
+        return "caption" if self.backend == "none" else f"caption+image:{self.model}"
+
+    @contextmanager
+    def judge(self, warehouse: Warehouse, context: dg.AssetExecutionContext) -> Iterator[VLMJudgeEntailment | None]:
+        if self.backend == "none":
+            yield None
+            return
+        if self.backend != "vlm_judge" or not self.base_url or not self.model:
+            raise dg.Failure("visual entailment: backend must be none or vlm_judge (with base_url and model)")
+        settings = LLMSettings(
+            base_url=self.base_url,
+            model=self.model,
+            api_key_env=self.api_key_env,
+            json_mode="none",
+            max_tokens=4,
+            max_concurrency=self.max_concurrency,
+        )
+        with LLMGateway(settings, warehouse, run_id=context.run.run_id, log=context.log.info) as gw:
+            yield VLMJudgeEntailment(gw, prompts_dir())
+            context.log.info(f"visual entailment: {gw.sent} requests sent, {gw.cached} from cache")
+
+
+def visual_entailment_from_env() -> VisualEntailmentResource:
+    """PROVE_VE_BACKEND (none|vlm_judge), PROVE_VE_BASE_URL, PROVE_VE_MODEL, PROVE_VE_API_KEY_ENV."""
+    env = os.environ.get
+    return VisualEntailmentResource(
+        backend=env("PROVE_VE_BACKEND", "none"),
+        base_url=env("PROVE_VE_BASE_URL") or None,
+        model=env("PROVE_VE_MODEL") or None,
+        api_key_env=env("PROVE_VE_API_KEY_ENV") or None,
+    )

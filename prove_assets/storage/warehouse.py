@@ -9,7 +9,9 @@ across slow model calls.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import random
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -57,9 +59,7 @@ class Warehouse:
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """Open, yield, close. Retries while another process holds the lock, then raises
         WarehouseLockedError naming the holder."""
-        if read_only and not self.path.exists():
-            read_only = False  # nothing to read yet: create the file
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._ensure_created()
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.05
         while True:
@@ -78,14 +78,27 @@ class Warehouse:
                         f"{self.lock_timeout_s:.0f} s; close that process (a notebook, `duckdb` "
                         f"shell or a running materialization) and retry"
                     ) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                time.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, 0.25)
         try:
             if not read_only:
                 con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
             yield con
         finally:
             con.close()
+
+    def _ensure_created(self) -> None:
+        """Create the file once, under a side lock: two processes racing to create it can leave
+        a file DuckDB rejects (or an empty one, which is removed here and recreated)."""
+        if self.path.exists() and self.path.stat().st_size > 0:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(f"{self.path}.create-lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            if self.path.exists() and self.path.stat().st_size == 0:
+                self.path.unlink()
+            if not self.path.exists():
+                duckdb.connect(str(self.path)).close()
 
     # ---------------------------------------------------------------------------------------
     def table_exists(self, con: duckdb.DuckDBPyConnection, table: str) -> bool:
@@ -112,8 +125,10 @@ class Warehouse:
             con.execute("BEGIN TRANSACTION")
             try:
                 # An all-NULL column has DuckDB type NULL, which no table column may have.
-                incoming = {name: ("VARCHAR" if typ.strip('"') == "NULL" else typ)
-                            for name, typ, *_ in con.execute("DESCRIBE incoming").fetchall()}
+                incoming = {
+                    name: ("VARCHAR" if typ.strip('"') == "NULL" else typ)
+                    for name, typ, *_ in con.execute("DESCRIBE incoming").fetchall()
+                }
                 if not self.table_exists(con, table):
                     cols = ", ".join(f"{_ident(c)} {t}" for c, t in incoming.items())
                     con.execute(f"CREATE TABLE {qt} ({cols})")
