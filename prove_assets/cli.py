@@ -3,6 +3,7 @@
 prove-assets demo               register partitions, build the benchmark, evaluate, print
 prove-assets leaderboard        print Table 1 (--format table|csv|json)
 prove-assets run-program FILE   run one verification program in the sandbox
+prove-assets lineage QA_ID      trace a QA pair: caption, tuples, LLM calls, program, every model's score
 prove-assets register           add datasets.yaml shards and models.yaml models as partitions
 prove-assets export-ledger      write the embedded model's recorded calls (the ledger)
 """
@@ -153,6 +154,16 @@ def cmd_run_program(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_lineage(args: argparse.Namespace) -> None:
+    from prove_assets.storage.lineage import LineageError, format_lineage, qa_lineage
+
+    try:
+        chain = qa_lineage(Warehouse(warehouse_path()), args.qa_id)
+    except LineageError as exc:
+        raise SystemExit(str(exc)) from None
+    print(json.dumps(chain, indent=2, default=str) if args.json else format_lineage(chain))
+
+
 def cmd_register(args: argparse.Namespace) -> None:
     from prove_assets.defs.registry import register_partitions
 
@@ -189,6 +200,10 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("--scene-graph", help="a scene graph JSON file (node-link, as in prove.scene_graphs)")
     p.add_argument("--timeout", type=float, default=2.0)
     p.set_defaults(func=cmd_run_program)
+    p = sub.add_parser("lineage", help="trace one QA pair from image to every model's score")
+    p.add_argument("qa_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_lineage)
     p = sub.add_parser("register", help="add registry shards and models as Dagster partitions")
     p.set_defaults(func=cmd_register)
     p = sub.add_parser("export-ledger", help="export the embedded model's recorded calls")

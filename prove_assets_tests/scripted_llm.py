@@ -156,9 +156,12 @@ class ScriptedLLMServer:
     where fn(body) returns (status, headers, raw_body) or None to fall through; each fault is
     used once, in order."""
 
-    def __init__(self, reply: Callable[[dict[str, Any]], str] = default_reply, delay_s: float = 0.0):
+    def __init__(
+        self, reply: Callable[[dict[str, Any]], str] = default_reply, delay_s: float = 0.0, finish_reason: str = "stop"
+    ):
         self.reply = reply
         self.delay_s = delay_s
+        self.finish_reason = finish_reason
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []  # HTTP headers of each request, same order
         self.faults: deque[Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes] | None]] = deque()
@@ -197,7 +200,11 @@ class ScriptedLLMServer:
                     "created": int(time.time()),
                     "model": body.get("model"),
                     "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": content},
+                            "finish_reason": server.finish_reason,
+                        }
                     ],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                 }

@@ -488,3 +488,38 @@ def test_image_is_sent_as_content_part_and_stored_as_fingerprint(wh: Warehouse) 
     assert hashlib.sha256(data_url.encode()).hexdigest()[:16] in stored
     assert payload not in stored and payload[:40] not in stored
     assert json.loads(stored)[-1]["content"][1] == {"type": "text", "text": "What is this?"}
+
+
+# --- truncated output (a small model looping until max_tokens) ---------------------------------
+def test_salvage_keeps_complete_elements_of_truncated_json():
+    from prove_assets.backends.llm import salvage_truncated_json
+
+    text = '{"entities": ["a", "b"], "attributes": [["a", "color", "red"], ["a", "size", "sm'
+    salvaged = salvage_truncated_json(text)
+    assert salvaged["entities"] == ["a", "b"] and salvaged["attributes"][0] == ["a", "color", "red"]
+    # an element cut mid-way may survive partially; the tuple parser drops it
+    from prove_assets.core.tuples import parse_tuples
+
+    assert [t.text for t in parse_tuples(salvaged) if t.kind == "attribute"] == ["a is red"]
+    pairs = '{"qa_pairs": [{"question": "q", "answer": "a", "program": "p"}, {"question": "q2", "ans'
+    assert salvage_truncated_json(pairs)["qa_pairs"][0] == {"question": "q", "answer": "a", "program": "p"}
+    with pytest.raises(ValueError):
+        salvage_truncated_json('{"entit')
+
+
+def test_truncated_output_is_salvaged_without_a_repair_request(tmp_path):
+    body = '{"entities": ["cat", "mat"], "relations": [["cat", "spatial", "on", "mat"], ["cat", "spatial", "on'
+
+    def reply_truncated(request_body):
+        return body
+
+    with ScriptedLLMServer(reply=reply_truncated, finish_reason="length") as server:
+        from prove_assets.core.tuples import TUPLES_JSON_SCHEMA, parse_tuples
+
+        gw = LLMGateway(
+            LLMSettings(base_url=server.base_url, model="scripted", json_mode="json_object"),
+            Warehouse(tmp_path / "w.duckdb"),
+        )
+        [res] = gw.run([LLMRequest(PROMPT, {"x": "1"}, TUPLES_JSON_SCHEMA, validate=parse_tuples)])
+        assert res.error is None and server.chat_requests == 1
+        assert [t.text for t in res.data if t.kind == "relation"] == ["cat on mat"]

@@ -88,3 +88,64 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
         resources=res,
     )
     assert scripted_llm.chat_requests == before
+
+    # Lineage of one kept pair: caption -> tuples -> generation call -> program -> each model's score.
+    from prove_assets.storage.lineage import format_lineage, qa_lineage
+
+    kept_id = qa.loc[qa["verdict"] == "kept", "qa_id"].iloc[0]
+    chain = qa_lineage(wh, kept_id)
+    assert chain["generation_call"]["prompt_name"] == "generate_qa"
+    assert chain["caption_tuples"]["count"] > 0 and chain["image"]["caption"]
+    assert {m["model"] for m in chain["models"]} == {"gold", "blind"}
+    assert all(m["response"]["run_id"] and m["scores"]["run_id"] for m in chain["models"])
+    text = format_lineage(chain)
+    assert "PROGRAM" in text and "def execute_command" in text and kept_id in text
+
+
+def test_cli_reads_the_warehouse(instance, scripted_llm, prove_home, tmp_path, capsys):
+    """`prove-assets leaderboard`, `run-program` and `lineage` against a built warehouse."""
+    import json
+
+    from prove_assets.cli import main
+
+    instance.add_dynamic_partitions("shards", ["mini-000"])
+    instance.add_dynamic_partitions("models", ["gold"])
+    res = resources(scripted_llm.base_url)
+    assets = [*all_assets, *all_checks]
+    dg.materialize(
+        assets,
+        selection=dg.AssetSelection.groups("ingest", "benchmark"),
+        partition_key="mini-000",
+        instance=instance,
+        resources=res,
+    )
+    dg.materialize(
+        assets,
+        selection=dg.AssetSelection.groups("evaluation"),
+        partition_key=dg.MultiPartitionKey({"shard": "mini-000", "model": "gold"}),
+        instance=instance,
+        resources=res,
+    )
+    dg.materialize(assets, selection=dg.AssetSelection.groups("reports"), instance=instance, resources=res)
+    capsys.readouterr()
+
+    main(["leaderboard", "--format", "json"])
+    board = json.loads(capsys.readouterr().out)
+    assert {r["subset"] for r in board} == {"simple", "complex", "full"} and board[0]["model"] == "gold"
+    main(["leaderboard"])
+    assert "full H" in capsys.readouterr().out
+
+    wh = Warehouse(prove_home / "warehouse.duckdb")
+    image_id = wh.read("scene_graphs")["image_id"].iloc[0]
+    program = tmp_path / "p.py"
+    program.write_text("def execute_command(scene_graph):\n    return len(scene_graph.get_entities())\n")
+    main(["run-program", str(program), "--image", image_id])
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "ok" and int(out["output"]) > 0
+    program.write_text("def execute_command(scene_graph):\n    import os\n    return os.getcwd()\n")
+    main(["run-program", str(program), "--image", image_id])
+    assert json.loads(capsys.readouterr().out)["verdict"] != "ok"
+
+    qa_id = wh.read("verified_qa").query("verdict == 'kept'")["qa_id"].iloc[0]
+    main(["lineage", qa_id, "--json"])
+    assert json.loads(capsys.readouterr().out)["qa_id"] == qa_id
