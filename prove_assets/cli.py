@@ -4,6 +4,9 @@ prove-assets demo               register partitions, build the benchmark, evalua
 prove-assets leaderboard        print Table 1 (--format table|csv|json)
 prove-assets run-program FILE   run one verification program in the sandbox
 prove-assets lineage QA_ID      trace a QA pair: caption, tuples, LLM calls, program, every model's score
+prove-assets stale              list stale asset-partitions with their causes
+prove-assets refresh            re-materialize exactly those
+prove-assets add-model NAME --backend B [--set k=v] [--run]   register a model, backfill only its partitions
 prove-assets register           add datasets.yaml shards and models.yaml models as partitions
 prove-assets export-ledger      write the embedded model's recorded calls (the ledger)
 """
@@ -12,24 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
-from prove_assets.config import LEDGER_PATH, dagster_home, warehouse_path
+from prove_assets.config import LEDGER_PATH, warehouse_path
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
-
-
-def _instance() -> Any:
-    import dagster as dg
-
-    os.environ.setdefault("DAGSTER_HOME", str(dagster_home()))
-    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
-    return dg.DagsterInstance.get()
 
 
 def _print_df(df: pd.DataFrame, fmt: str = "table") -> None:
@@ -50,46 +44,11 @@ def _metadata_sum(results: list[Any], key: str) -> int:
     return total
 
 
-def run_jobs(shards: list[str] | None = None, models: list[str] | None = None, log_level: str = "INFO") -> list[Any]:
-    """Materialize build_benchmark per shard, evaluate_models per shard x model, then report."""
-    import dagster as dg
-
-    from prove_assets.definitions import defs
-    from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
-
-    instance = _instance()
-    register_partitions(instance)
-    shards = shards or registered_shards()
-    models = models or registered_models()
-    run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
-    results = []
-    steps = (
-        [("build_benchmark", s) for s in shards]
-        + [("evaluate_models", dg.MultiPartitionKey({"shard": s, "model": m})) for s in shards for m in models]
-        + [("report", None)]
-    )
-    for i, (job, key) in enumerate(steps, 1):
-        started = time.monotonic()
-        print(f"[{i}/{len(steps)}] {job} {key or ''}".rstrip(), flush=True)
-        res = defs.resolve_job_def(job).execute_in_process(
-            instance=instance, partition_key=key, run_config=run_config, raise_on_error=False
-        )
-        print(
-            f"      {'ok' if res.success else 'FAILED'} in {time.monotonic() - started:.1f} s (run {res.run_id})",
-            flush=True,
-        )
-        results.append(res)
-        if not res.success:
-            for ev in res.all_events:
-                if ev.is_failure:
-                    print(f"      {ev.message}", file=sys.stderr)
-            raise SystemExit(f"{job} failed for {key}; see the run log in the UI (make ui) or above")
-    return results
-
-
 def cmd_demo(args: argparse.Namespace) -> None:
     started = time.monotonic()
-    results = run_jobs(args.shards, args.models, args.log_level)
+    from prove_assets.orchestration import run_pipeline
+
+    results = run_pipeline(args.shards, args.models, args.log_level)
     wh = Warehouse(warehouse_path())
     print(f"\nBuilt in {time.monotonic() - started:.0f} s. Warehouse: {wh.path} (schema {SCHEMA})")
     tables = wh.query(
@@ -164,10 +123,45 @@ def cmd_lineage(args: argparse.Namespace) -> None:
     print(json.dumps(chain, indent=2, default=str) if args.json else format_lineage(chain))
 
 
+def cmd_stale(args: argparse.Namespace) -> None:
+    from prove_assets.orchestration import find_stale
+
+    items = find_stale()
+    if args.json:
+        print(json.dumps([{"asset": i.asset, "partition": i.partition, "causes": i.causes} for i in items], indent=2))
+        return
+    if not items:
+        print("nothing is stale")
+    for i in items:
+        print(f"{i.asset} [{i.partition or 'unpartitioned'}]: {'; '.join(i.causes)}")
+
+
+def cmd_refresh(args: argparse.Namespace) -> None:
+    from prove_assets.orchestration import find_stale, refresh
+
+    results = refresh(log_level=args.log_level)
+    print(f"refreshed {len(results)} asset-partitions; stale now: {len(find_stale())}")
+
+
+def cmd_add_model(args: argparse.Namespace) -> None:
+    from prove_assets.orchestration import add_model, backfill_model
+
+    settings = {}
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        settings[key] = yaml.safe_load(value) if value else ""
+    add_model(args.name, args.backend, settings)
+    print(f"added {args.name} ({args.backend}) to the model registry")
+    if args.run:
+        backfill_model(args.name, args.log_level)
+        cmd_leaderboard(argparse.Namespace(format="table", long=False))
+
+
 def cmd_register(args: argparse.Namespace) -> None:
     from prove_assets.defs.registry import register_partitions
+    from prove_assets.orchestration import get_instance
 
-    added = register_partitions(_instance())
+    added = register_partitions(get_instance())
     print(json.dumps(added or {"added": "nothing new"}, indent=2))
 
 
@@ -204,6 +198,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("qa_id")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_lineage)
+    p = sub.add_parser("stale", help="list stale asset-partitions and why")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stale)
+    p = sub.add_parser("refresh", help="re-materialize exactly the stale asset-partitions")
+    p.add_argument("--log-level", default="WARNING")
+    p.set_defaults(func=cmd_refresh)
+    p = sub.add_parser("add-model", help="register a model; --run backfills only its partitions")
+    p.add_argument("name")
+    p.add_argument("--backend", required=True, help="gold | caption_oracle | blind | openai | transformers")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a backend setting, e.g. model=gpt-4o-mini")
+    p.add_argument(
+        "--run", action="store_true", help="then materialize its shard x model partitions and the leaderboard"
+    )
+    p.add_argument("--log-level", default="WARNING")
+    p.set_defaults(func=cmd_add_model)
     p = sub.add_parser("register", help="add registry shards and models as Dagster partitions")
     p.set_defaults(func=cmd_register)
     p = sub.add_parser("export-ledger", help="export the embedded model's recorded calls")

@@ -1,0 +1,183 @@
+"""Headless orchestration used by the CLI: run the jobs, list stale asset-partitions and their
+causes, refresh exactly those, add a model and backfill only its partitions."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import yaml
+
+from prove_assets.backends.responders import BACKENDS, load_models
+from prove_assets.config import dagster_home, models_file
+
+
+def get_instance() -> dg.DagsterInstance:
+    os.environ.setdefault("DAGSTER_HOME", str(dagster_home()))
+    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
+    return dg.DagsterInstance.get()
+
+
+def _defs() -> dg.Definitions:
+    from prove_assets.definitions import defs
+
+    return defs
+
+
+def run_config(log_level: str) -> dict[str, Any]:
+    return {"loggers": {"console": {"config": {"log_level": log_level}}}}
+
+
+def run_steps(instance: dg.DagsterInstance, steps: list[tuple[str, Any]], log_level: str = "INFO") -> list[Any]:
+    """Execute (job, partition key) steps in-process, recorded in the instance; stop on failure."""
+    defs = _defs()
+    results = []
+    for i, (job, key) in enumerate(steps, 1):
+        started = time.monotonic()
+        print(f"[{i}/{len(steps)}] {job} {key or ''}".rstrip(), flush=True)
+        res = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, partition_key=key, run_config=run_config(log_level), raise_on_error=False
+        )
+        status = "ok" if res.success else "FAILED"
+        print(f"      {status} in {time.monotonic() - started:.1f} s (run {res.run_id})", flush=True)
+        results.append(res)
+        if not res.success:
+            for ev in res.all_events:
+                if ev.is_failure:
+                    print(f"      {ev.message}", file=sys.stderr)
+            raise SystemExit(f"{job} failed for {key}; see the run log in the UI (make ui) or above")
+    return results
+
+
+def pipeline_steps(shards: list[str], models: list[str]) -> list[tuple[str, Any]]:
+    return (
+        [("build_benchmark", s) for s in shards]
+        + [("evaluate_models", dg.MultiPartitionKey({"shard": s, "model": m})) for s in shards for m in models]
+        + [("report", None)]
+    )
+
+
+def run_pipeline(
+    shards: list[str] | None = None, models: list[str] | None = None, log_level: str = "INFO"
+) -> list[Any]:
+    """Materialize build_benchmark per shard, evaluate_models per shard x model, then report."""
+    from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
+
+    instance = get_instance()
+    register_partitions(instance)
+    return run_steps(instance, pipeline_steps(shards or registered_shards(), models or registered_models()), log_level)
+
+
+# --- staleness ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StaleItem:
+    asset: str
+    partition: str | None
+    causes: list[str]
+
+
+def _materialized_partitions(instance: dg.DagsterInstance, key: dg.AssetKey, pdef: Any) -> list[str | None]:
+    if pdef is None:
+        return [None] if instance.get_latest_materialization_event(key) else []
+    return sorted(instance.get_materialized_partitions(key))
+
+
+def find_stale(instance: dg.DagsterInstance | None = None) -> list[StaleItem]:
+    """Every materialized asset-partition Dagster considers stale, with its causes, in
+    pipeline (topological) order."""
+    # Dagster exposes staleness publicly through GraphQL; this is the resolver behind it.
+    from dagster._core.definitions.data_version import StaleStatus
+    from dagster._utils.test.data_versions import get_stale_status_resolver
+
+    from prove_assets.definitions import all_assets
+
+    instance = instance or get_instance()
+    resolver = get_stale_status_resolver(instance, all_assets)
+    graph = _defs().resolve_asset_graph()
+    items = []
+    for key in graph.toposorted_asset_keys:
+        pdef = graph.get(key).partitions_def
+        for partition in _materialized_partitions(instance, key, pdef):
+            if resolver.get_status(key, partition) != StaleStatus.STALE:
+                continue
+            causes = [
+                f"{c.reason}" + (f" ({c.dependency.asset_key.to_user_string()})" if c.dependency else "")
+                for c in resolver.get_stale_root_causes(key, partition)
+            ]
+            items.append(StaleItem(key.to_user_string(), partition, causes))
+    return items
+
+
+def refresh(instance: dg.DagsterInstance | None = None, log_level: str = "INFO", max_rounds: int = 12) -> list[Any]:
+    """Re-materialize stale asset-partitions, upstream first, until nothing is stale. A
+    re-materialization that yields the same data version leaves its downstream fresh."""
+    from prove_assets.definitions import all_assets, all_checks
+
+    instance = instance or get_instance()
+    defs = _defs()
+    results = []
+    for _ in range(max_rounds):
+        stale = find_stale(instance)
+        if not stale:
+            break
+        order = [k.to_user_string() for k in defs.resolve_asset_graph().toposorted_asset_keys]
+        first = min(order.index(s.asset) for s in stale)
+        layer = [s for s in stale if order.index(s.asset) == first]
+        for item in layer:
+            key = _partition_key(item.partition)
+            print(f"refresh {item.asset} {item.partition or ''}".rstrip(), flush=True)
+            res = dg.materialize(
+                [*all_assets, *all_checks],
+                selection=[dg.AssetKey(item.asset)],
+                partition_key=key,
+                instance=instance,
+                resources=defs.resources,
+                run_config=run_config(log_level),
+                raise_on_error=False,
+            )
+            if not res.success:
+                raise SystemExit(f"refresh of {item.asset} {item.partition} failed; see the run log")
+            results.append(res)
+    return results
+
+
+def _partition_key(partition: str | None) -> Any:
+    if partition is None or "|" not in partition:
+        return partition
+    model, shard = partition.split("|", 1)  # dimensions are ordered alphabetically
+    return dg.MultiPartitionKey({"model": model, "shard": shard})
+
+
+# --- models ---------------------------------------------------------------------------------------
+def add_model(name: str, backend: str, settings: dict[str, Any], path: Path | None = None) -> None:
+    """Append a model to the registry file (keeping its comments) after validating it."""
+    path = path or models_file()
+    if backend not in BACKENDS:
+        raise SystemExit(f"backend must be one of {', '.join(BACKENDS)}")
+    if name in load_models(path):
+        raise SystemExit(f"model {name!r} is already in {path}")
+    block = yaml.safe_dump({name: {"backend": backend, **settings}}, sort_keys=False)
+    text = path.read_text()
+    path.write_text(text.rstrip("\n") + "\n" + "".join(f"  {line}\n" for line in block.splitlines()))
+    try:
+        load_models(path)
+    except Exception:
+        path.write_text(text)  # leave the registry as it was
+        raise
+
+
+def backfill_model(name: str, log_level: str = "INFO") -> list[Any]:
+    """Register the model's partition and materialize only its shard x model partitions, then
+    the leaderboard. Other models' partitions are not touched."""
+    from prove_assets.defs.registry import register_partitions, registered_shards
+
+    instance = get_instance()
+    register_partitions(instance)
+    shards = sorted(instance.get_materialized_partitions(dg.AssetKey("verified_qa"))) or registered_shards()
+    steps = [("evaluate_models", dg.MultiPartitionKey({"shard": s, "model": name})) for s in shards]
+    return run_steps(instance, [*steps, ("report", None)], log_level)
