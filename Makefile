@@ -43,6 +43,8 @@ compare-llms: venv
 
 bench: venv
 	$(PY) bench/bench_sandbox.py
+	$(PY) bench/bench_scoring.py
+	$(PY) bench/bench_gateway.py
 
 lint: venv
 	$(VENV)/bin/ruff check .

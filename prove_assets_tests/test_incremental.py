@@ -33,7 +33,9 @@ def cli_env(prove_home: Path, scripted_llm, tmp_path: Path, monkeypatch: pytest.
 
 
 def cli(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "prove_assets.cli", *args], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "prove_assets.cli", *args], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
@@ -44,7 +46,9 @@ def test_prompt_change_recomputes_only_downstream(cli_env: Path, scripted_llm):
 
     # Edit the post-processing filter prompt: only verified_qa's code version changes.
     path = cli_env / "filter_qa.md"
-    path.write_text(path.read_text().replace("A pair with none of these issues", "Be strict. A pair with none of these"))
+    path.write_text(
+        path.read_text().replace("A pair with none of these issues", "Be strict. A pair with none of these")
+    )
     stale = json.loads(cli("stale", "--json"))
     assert [(s["asset"], s["partition"]) for s in stale] == [("verified_qa", "mini-000")]
     assert "code version" in stale[0]["causes"][0]
