@@ -7,6 +7,7 @@ prove-assets lineage QA_ID      trace a QA pair: caption, tuples, LLM calls, pro
 prove-assets stale              list stale asset-partitions with their causes
 prove-assets refresh            re-materialize exactly those
 prove-assets add-model NAME --backend B [--set k=v] [--run]   register a model, backfill only its partitions
+prove-assets flag QA_ID --reason TEXT / unflag QA_ID   a person's verdict on a QA pair
 prove-assets register           add datasets.yaml shards and models.yaml models as partitions
 prove-assets export-ledger      write the embedded model's recorded calls (the ledger)
 """
@@ -157,6 +158,20 @@ def cmd_add_model(args: argparse.Namespace) -> None:
         cmd_leaderboard(argparse.Namespace(format="table", long=False))
 
 
+def cmd_flag(args: argparse.Namespace) -> None:
+    from prove_assets.orchestration import flag_qa
+
+    action = "unflag" if args.command == "unflag" else "flag"
+    try:
+        shard = flag_qa(args.qa_id, action, getattr(args, "reason", "") or "")
+    except LookupError as exc:
+        raise SystemExit(str(exc)) from None
+    print(
+        f"{action}ged {args.qa_id}. verified_qa[{shard}] is now stale: `prove-assets refresh` applies it "
+        f"(the pair {'leaves' if action == 'flag' else 'returns to'} the benchmark and the leaderboard)."
+    )
+
+
 def cmd_register(args: argparse.Namespace) -> None:
     from prove_assets.defs.registry import register_partitions
     from prove_assets.orchestration import get_instance
@@ -213,6 +228,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--log-level", default="WARNING")
     p.set_defaults(func=cmd_add_model)
+    p = sub.add_parser("flag", help="record a person's verdict that a QA pair is bad")
+    p.add_argument("qa_id")
+    p.add_argument("--reason", required=True)
+    p.set_defaults(func=cmd_flag)
+    p = sub.add_parser("unflag", help="take a flag back (nothing is deleted: the log keeps both)")
+    p.add_argument("qa_id")
+    p.set_defaults(func=cmd_flag)
     p = sub.add_parser("register", help="add registry shards and models as Dagster partitions")
     p.set_defaults(func=cmd_register)
     p = sub.add_parser("export-ledger", help="export the embedded model's recorded calls")

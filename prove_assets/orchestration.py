@@ -181,3 +181,26 @@ def backfill_model(name: str, log_level: str = "INFO") -> list[Any]:
     shards = sorted(instance.get_materialized_partitions(dg.AssetKey("verified_qa"))) or registered_shards()
     steps = [("evaluate_models", dg.MultiPartitionKey({"shard": s, "model": name})) for s in shards]
     return run_steps(instance, [*steps, ("report", None)], log_level)
+
+
+def flag_qa(qa_id: str, action: str, reason: str, log_level: str = "WARNING") -> str:
+    """Record a person's flag (or unflag) and re-materialize that shard's `qa_flags`, so Dagster
+    marks `verified_qa` and what depends on it stale. Returns the shard."""
+    from prove_assets.config import warehouse_path
+    from prove_assets.definitions import all_assets
+    from prove_assets.storage.flags import record_flag
+    from prove_assets.storage.warehouse import Warehouse
+
+    shard = record_flag(Warehouse(warehouse_path()), qa_id, action, reason)
+    res = dg.materialize(
+        all_assets,
+        selection=[dg.AssetKey("qa_flags")],
+        partition_key=shard,
+        instance=get_instance(),
+        resources=_defs().resources,
+        run_config=run_config(log_level),
+        raise_on_error=False,
+    )
+    if not res.success:
+        raise SystemExit(f"recorded the {action}, but materializing qa_flags[{shard}] failed; see the run log")
+    return shard

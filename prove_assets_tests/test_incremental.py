@@ -71,3 +71,29 @@ def test_add_model_backfills_only_its_partitions(cli_env: Path, instance: dg.Dag
     assert {r.job_name for r in new_runs} == {"evaluate_models", "report"}
     assert "blind-2" in instance.get_dynamic_partitions("models")
     assert "blind-2:" in Path(__import__("os").environ["PROVE_MODELS"]).read_text()
+
+
+def test_flagged_pair_leaves_the_benchmark_after_refresh(cli_env: Path, prove_home: Path, scripted_llm):
+    from prove_assets.storage.warehouse import Warehouse
+
+    cli("demo", "--log-level", "WARNING")
+    wh = Warehouse(prove_home / "warehouse.duckdb")
+    kept = wh.read("verified_qa").query("verdict == 'kept'")
+    qa_id = kept["qa_id"].iloc[0]
+    board_n = int(wh.read("leaderboard").query("model == 'gold' and subset == 'full'")["n"].iloc[0])
+
+    cli("flag", qa_id, "--reason", "answer is wrong")
+    stale = {(s["asset"], s["partition"]) for s in json.loads(cli("stale", "--json"))}
+    assert stale == {("verified_qa", "mini-000")}
+    before = scripted_llm.chat_requests
+    cli("refresh")
+    assert scripted_llm.chat_requests == before  # applying a flag costs no LLM request
+    row = wh.read("verified_qa", {"qa_id": qa_id}).iloc[0]
+    assert row["verdict"] == "flagged" and "answer is wrong" in row["reason"]
+    assert qa_id not in set(wh.read("model_responses")["qa_id"])
+    assert int(wh.read("leaderboard").query("model == 'gold' and subset == 'full'")["n"].iloc[0]) == board_n - 1
+
+    cli("unflag", qa_id)
+    cli("refresh")
+    assert wh.read("verified_qa", {"qa_id": qa_id}).iloc[0]["verdict"] == "kept"
+    assert len(wh.read("qa_flag_log", {"qa_id": qa_id})) == 2  # nothing deleted

@@ -24,6 +24,7 @@ from prove_assets.defs.resources import (
     progress_logger,
 )
 from prove_assets.defs.settings import ANSWER_MATCH_THRESHOLD, QA_MAX, QA_MIN, code_version
+from prove_assets.storage.flags import active_flags
 
 TUPLE_COLUMNS = ["kind", "entity", "attribute_type", "value", "relation_type", "predicate", "target", "text"]
 VERDICTS = [
@@ -34,6 +35,7 @@ VERDICTS = [
     "filtered_trivial",
     "filtered_incomplete",
     "filtered_unnatural",
+    "flagged",
 ]
 # PROVE v0.1 (paper, sec. 3): share of generated pairs dropped for each reason.
 PAPER_VERDICT_SHARE = {"program_error": 0.189, "answer_mismatch": 0.099}
@@ -370,10 +372,20 @@ def cosine(embedder: Any, a: list[str], b: list[str]) -> np.ndarray:
     return (ea * eb).sum(axis=1)
 
 
+@dg.asset(group_name="benchmark", partitions_def=shard_partitions, pool="duckdb", code_version="1", kinds={"duckdb"})
+def qa_flags(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """QA pairs a person flagged as bad (`prove-assets flag QA_ID --reason ...`): the latest
+    flag/unflag action per pair from the append-only `qa_flag_log`. Flagged pairs leave the
+    benchmark when `verified_qa` is refreshed."""
+    wh = warehouse.get()
+    df = active_flags(wh, context.partition_key)
+    return write_partition(context, wh, "qa_flags", df, {"flagged": dg.MetadataValue.int(len(df))})
+
+
 @dg.asset(
     group_name="benchmark",
     partitions_def=shard_partitions,
-    deps=[qa_candidates, scene_graphs],
+    deps=[qa_candidates, scene_graphs, qa_flags],
     pool="duckdb",
     code_version=code_version(["filter_qa"], answer_match_threshold=ANSWER_MATCH_THRESHOLD, complexity_nodes=3),
     kinds={"duckdb", "python"},
@@ -481,6 +493,11 @@ def verified_qa(
             verdict, reason = res.data.get(i, ("ok", "no judgement returned for this pair"))
             df.at[ix, "verdict"] = "kept" if verdict == "ok" else f"filtered_{verdict}"
             df.at[ix, "reason"] = reason
+    # A person's verdict overrides the pipeline's (applied after the filter so its request is unchanged).
+    for flag in active_flags(wh, shard).itertuples():
+        hit = df["qa_id"] == flag.qa_id
+        df.loc[hit, "verdict"] = "flagged"
+        df.loc[hit, "reason"] = f"flagged by {flag.flagged_by}: {flag.reason}"
     counts = df["verdict"].value_counts().reindex(VERDICTS, fill_value=0)
     total = max(1, len(df))
     table = pd.DataFrame(
