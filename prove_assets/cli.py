@@ -78,7 +78,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> None:
 
     wh = Warehouse(warehouse_path())
     board = wh.read("leaderboard")
-    if board.empty:
+    if "model" not in board:
         raise SystemExit("no leaderboard yet: run `make demo` (or materialize the `report` job)")
     board = board.drop(columns=["run_id"])
     if args.format == "table" and not args.long:

@@ -160,3 +160,50 @@ def test_api_key_never_reaches_warehouse_logs_or_metadata(prove_home: Path, tmp_
     for path in prove_home.rglob("*"):  # warehouse, run/event storage (metadata, logs), compute logs
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_endpoint_failures_become_rows_and_are_retried_next_time(llm_env: ScriptedLLMServer, prove_home: Path):
+    """Wrong-shape JSON, a non-JSON body and a 400 on the caption step: the run completes, the
+    failed images are rows with reasons, and the next materialization retries only those."""
+    llm_env.faults.append(lambda body: (400, {}, b'{"error": {"message": "bad request"}}'))
+    llm_env.faults.append(lambda body: (200, {}, b"<html>proxy error</html>"))
+    out = subprocess.run(
+        [*CLI, "demo", "--log-level", "WARNING", "--models", "gold"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    wh = Warehouse(prove_home / "warehouse.duckdb")
+    failed = wh.read("caption_tuples").query("error == error")  # non-null error rows
+    assert len(failed) == 2 and failed["error"].str.len().gt(0).all()
+    assert len(wh.read("llm_calls").query("error == error")) == 2
+
+    sent = llm_env.chat_requests
+    subprocess.run(
+        [*CLI, "demo", "--log-level", "WARNING", "--models", "gold"], check=True, capture_output=True, timeout=300
+    )
+    assert wh.read("caption_tuples")["error"].isna().all()
+    assert llm_env.chat_requests > sent  # the two failed captions (and what now depends on them) were retried
+    retried = [b for b in llm_env.requests[sent:] if "extract a scene graph" in b["messages"][0]["content"]]
+    captions_retried = [
+        b for b in retried if "Text: A" in b["messages"][-1]["content"] and len(b["messages"][-1]["content"]) > 300
+    ]
+    assert len(captions_retried) == 2
+
+
+def test_writer_killed_mid_partition_leaves_previous_contents(tmp_path: Path):
+    path = tmp_path / "w.duckdb"
+    wh = Warehouse(path)
+    import pandas as pd
+
+    wh.replace_partition("t", pd.DataFrame({"x": range(1000)}), {"shard": "a"})
+    script = (
+        "import sys, pandas as pd\nfrom prove_assets.storage.warehouse import Warehouse\n"
+        "print('go', flush=True)\n"
+        "Warehouse(sys.argv[1]).replace_partition('t', pd.DataFrame({'x': range(30_000_000)}), {'shard': 'a'})\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"go"
+    time.sleep(1.5)  # inside the replace transaction (it takes several seconds)
+    proc.kill()
+    proc.wait()
+    df = Warehouse(path, lock_timeout_s=10).read("t")
+    assert len(df) == 1000 and sorted(df["x"]) == list(range(1000))
