@@ -100,7 +100,7 @@ QA_PROGRAM_REL = """def execute_command(scene_graph):
     return 'unknown'"""
 
 
-def template_qa(sg_dict: dict[str, Any], n: int) -> dict[str, Any]:
+def template_qa(sg_dict: dict[str, Any], n: int) -> list[dict[str, str]]:
     pairs = []
     for ent, meta in sg_dict.items():
         for typ, value in meta.get("attributes", {}).items():
@@ -117,7 +117,7 @@ def template_qa(sg_dict: dict[str, Any], n: int) -> dict[str, Any]:
                     "program": QA_PROGRAM_REL.format(ent=ent),
                 }
             )
-    return {"qa_pairs": pairs[:n]}
+    return pairs[:n]
 
 
 def default_reply(body: dict[str, Any]) -> str:
@@ -131,7 +131,9 @@ def default_reply(body: dict[str, Any]) -> str:
         return json.dumps(naive_tuples(last.split("Text:", 1)[-1]))
     if "Consider the SceneGraph class" in system:
         sg = json.loads(last.split("Tuple dictionary:", 1)[1].strip())
-        return json.dumps(template_qa(sg, 12))
+        return "\n".join(
+            f"Q: {p['question']}\nA: {p['answer']}\n```python\n{p['program']}\n```" for p in template_qa(sg, 12)
+        )
     if "identify whether each pair" in system:
         n = len(re.findall(r"^\d+\. Question:", last, re.MULTILINE))
         return json.dumps({"judgements": [{"index": i, "verdict": "ok", "reason": "fine"} for i in range(n)]})

@@ -77,8 +77,8 @@ class LLMSettings:
 class LLMRequest:
     """One chat request: a prompt file rendered with values, optionally expecting JSON.
 
-    `validate` turns parsed JSON into the caller's structure and raises ValueError when the
-    shape is wrong (that triggers the one repair request)."""
+    `validate` turns parsed JSON (or, with no schema, the text) into the caller's structure and
+    raises ValueError when the shape is wrong (that triggers the one repair request)."""
 
     prompt: Prompt
     values: dict[str, Any]
@@ -422,7 +422,7 @@ class LLMGateway:
         if row["error"]:
             result.error = row["error"]
             return result
-        if req.schema is None:
+        if req.schema is None and req.validate is None:
             result.data = row["response"]
             return result
         try:
@@ -439,7 +439,8 @@ class LLMGateway:
             {"role": "assistant", "content": row["response"] or ""},
             {
                 "role": "user",
-                "content": f"That output is not valid: {problem[:300]}. Reply with the corrected JSON only.",
+                "content": f"That output is not valid: {problem[:300]}. Reply with the corrected "
+                + ("JSON only." if req.schema is not None else "output only, in the required format."),
             },
         ]
         rrow, rcached = self._call(req.prompt, self._body(repair, req.schema, req.max_tokens), cache)
@@ -456,9 +457,14 @@ class LLMGateway:
 
     @staticmethod
     def _parse(req: LLMRequest, row: dict[str, Any]) -> Any:
+        """JSON requests: parse (salvaging truncated output); text requests: the text. Then the
+        request's validator, which may also salvage what a truncated text holds."""
         text = row["response"] or ""
-        # Small models sometimes loop until max_tokens: keep the complete elements written so far.
-        data = salvage_truncated_json(text) if row.get("finish_reason") == "length" else extract_json(text)
+        if req.schema is None:
+            data: Any = text
+        else:
+            # Small models sometimes loop until max_tokens: keep the complete elements written so far.
+            data = salvage_truncated_json(text) if row.get("finish_reason") == "length" else extract_json(text)
         return req.validate(data) if req.validate else data
 
     def run(self, requests: list[LLMRequest], on_progress: Callable[[int, int], None] | None = None) -> list[LLMResult]:

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 from typing import Any
 
 import dagster as dg
@@ -213,32 +214,22 @@ def scene_graphs(context: dg.AssetExecutionContext, warehouse: WarehouseResource
     )
 
 
-def qa_schema(n_min: int, n_max: int) -> dict[str, Any]:
-    pair = {
-        "type": "object",
-        "required": ["question", "answer", "program"],
-        "properties": {"question": {"type": "string"}, "answer": {"type": "string"}, "program": {"type": "string"}},
-    }
-    return {
-        "type": "object",
-        "required": ["qa_pairs"],
-        "properties": {"qa_pairs": {"type": "array", "items": pair, "minItems": n_min, "maxItems": n_max}},
-    }
+_QA_BLOCK = re.compile(
+    r"^\s*Q\d*[:.]\s*(?P<q>[^\n]+?)\s*\n\s*A\d*[:.]\s*(?P<a>[^\n]+?)\s*\n\s*```(?:python)?[ \t]*\n(?P<code>.*?)```",
+    re.MULTILINE | re.DOTALL,
+)
 
 
-def parse_qa_pairs(data: Any) -> list[dict[str, str]]:
-    pairs = data.get("qa_pairs") if isinstance(data, dict) else None
-    if not isinstance(pairs, list) or not pairs:
-        raise ValueError('expected {"qa_pairs": [{"question", "answer", "program"}, ...]}')
-    out = [
-        p
-        for p in pairs
-        if isinstance(p, dict)
-        and all(isinstance(p.get(k), str) and p[k].strip() for k in ("question", "answer", "program"))
+def parse_qa_text(text: str) -> list[dict[str, str]]:
+    """QA pairs from the generation output: `Q: ...`, `A: ...`, then the program in a fenced
+    block. Blocks cut off by max_tokens are simply not matched; the complete ones are kept."""
+    pairs = [
+        {"question": m["q"].strip(), "answer": m["a"].strip(), "program": m["code"].strip() + "\n"}
+        for m in _QA_BLOCK.finditer(text or "")
     ]
-    if not out:
-        raise ValueError("no pair has a non-empty question, answer and program")
-    return out
+    if not pairs:
+        raise ValueError("no 'Q: ... / A: ... / ```python ... ```' block found")
+    return pairs
 
 
 def qa_id(image_id: str, question: str) -> str:
@@ -270,8 +261,7 @@ def qa_candidates(
             LLMRequest(
                 prompt,
                 {"caption": sg.caption, "sg_dict": json.dumps(sg.sg_dict), "n_min": QA_MIN, "n_max": QA_MAX},
-                qa_schema(QA_MIN, QA_MAX),
-                validate=parse_qa_pairs,
+                validate=parse_qa_text,
                 max_tokens=100 + 160 * QA_MAX,  # ~110 tokens a pair; bounds a looping model
             )
         )
