@@ -4,6 +4,7 @@ causes, refresh exactly those, add a model and backfill only its partitions."""
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -20,7 +21,44 @@ from prove_assets.config import dagster_home, models_file
 def get_instance() -> dg.DagsterInstance:
     os.environ.setdefault("DAGSTER_HOME", str(dagster_home()))
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
-    return dg.DagsterInstance.get()
+    instance = dg.DagsterInstance.get()
+    recover_dead_runs(instance)
+    return instance
+
+
+# Headless runs are tagged with the process running them, so a run whose process was killed can
+# be told apart from one still going.
+RUN_TAGS = {"prove/pid": str(os.getpid()), "prove/host": socket.gethostname()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed the headless runs whose process is gone and free their `duckdb` pool slots.
+    A killed run otherwise keeps its slot and every later run waits for it forever."""
+    from dagster._core.storage.dagster_run import DagsterRunStatus
+
+    recovered = []
+    statuses = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING]
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=statuses)):
+        pid, host = run.tags.get("prove/pid"), run.tags.get("prove/host")
+        if pid and host == socket.gethostname() and not _alive(int(pid)):
+            instance.report_run_failed(run, f"its process {pid} is gone (killed?); marked failed by prove-assets")
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            print(
+                f"run {run.run_id} ({run.job_name}) had died with its process {pid}: marked failed, pool slot freed",
+                file=sys.stderr,
+            )
+            recovered.append(run.run_id)
+    return recovered
 
 
 def _defs() -> dg.Definitions:
@@ -41,7 +79,7 @@ def run_steps(instance: dg.DagsterInstance, steps: list[tuple[str, Any]], log_le
         started = time.monotonic()
         print(f"[{i}/{len(steps)}] {job} {key or ''}".rstrip(), flush=True)
         res = defs.resolve_job_def(job).execute_in_process(
-            instance=instance, partition_key=key, run_config=run_config(log_level), raise_on_error=False
+            instance=instance, partition_key=key, run_config=run_config(log_level), raise_on_error=False, tags=RUN_TAGS
         )
         status = "ok" if res.success else "FAILED"
         print(f"      {status} in {time.monotonic() - started:.1f} s (run {res.run_id})", flush=True)
@@ -139,6 +177,7 @@ def refresh(instance: dg.DagsterInstance | None = None, log_level: str = "INFO",
                 resources=defs.resources,
                 run_config=run_config(log_level),
                 raise_on_error=False,
+                tags=RUN_TAGS,
             )
             if not res.success:
                 raise SystemExit(f"refresh of {item.asset} {item.partition} failed; see the run log")
@@ -200,6 +239,7 @@ def flag_qa(qa_id: str, action: str, reason: str, log_level: str = "WARNING") ->
         resources=_defs().resources,
         run_config=run_config(log_level),
         raise_on_error=False,
+        tags=RUN_TAGS,
     )
     if not res.success:
         raise SystemExit(f"recorded the {action}, but materializing qa_flags[{shard}] failed; see the run log")

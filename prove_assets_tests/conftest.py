@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from prove_assets.config import SAMPLE_DIR
+from prove_assets.config import PROJECT_ROOT, SAMPLE_DIR
 from prove_assets_tests.scripted_llm import ScriptedLLMServer
 
 
@@ -19,7 +19,8 @@ def prove_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh DAGSTER_HOME with its own warehouse, and a 2-image slice of the sample."""
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # The project's own instance config, pool limits included, so tests meet what users meet.
+    (home / "dagster.yaml").write_text((PROJECT_ROOT / "dagster_home" / "dagster.yaml").read_text())
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv("PROVE_WAREHOUSE", str(home / "warehouse.duckdb"))
     lines = (SAMPLE_DIR / "captions.jsonl").read_text().splitlines()[:2]

@@ -62,7 +62,11 @@ def test_killed_run_loses_nothing_and_repeats_no_successful_call(llm_env: Script
     proc.wait()
     assert llm_env.chat_requests >= 12
 
-    subprocess.run([*CLI, "demo", "--log-level", "WARNING"], check=True, capture_output=True, timeout=300)
+    # The killed run still holds the `duckdb` pool slot: the next CLI call must notice its process
+    # is gone, mark it failed and free the slot, or it would wait forever.
+    rerun = subprocess.run([*CLI, "demo", "--log-level", "WARNING"], capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "marked failed, pool slot freed" in rerun.stderr
     wh = Warehouse(prove_home / "warehouse.duckdb")
     _unique_rows(wh)
     # Identical request bodies reached the server at most twice: once more only for the one
