@@ -262,7 +262,9 @@ def qa_candidates(
                 prompt,
                 {"caption": sg.caption, "sg_dict": json.dumps(sg.sg_dict), "n_min": QA_MIN, "n_max": QA_MAX},
                 validate=parse_qa_text,
-                max_tokens=100 + 160 * QA_MAX,  # ~110 tokens a pair; bounds a looping model
+                # ~110 tokens a pair: room for QA_MIN pairs; a model that runs on is cut off and the complete
+                # pairs are kept (the text format has no grammar to stop it at QA_MAX).
+                max_tokens=100 + 110 * QA_MIN,
             )
         )
     with llm.gateway(wh, context) as gw:
