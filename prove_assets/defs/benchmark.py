@@ -46,7 +46,7 @@ def tuple_rows(tuples: list[SceneTuple], **ids: Any) -> list[dict[str, Any]]:
     return [{**ids, "tuple_index": i, **t.as_row()} for i, t in enumerate(tuples)]
 
 
-def extract_tuple_rows(results: list, keys: list[dict[str, Any]]) -> pd.DataFrame:
+def extract_tuple_rows(results: list, keys: list[dict[str, Any]], key_columns: list[str]) -> pd.DataFrame:
     """Warehouse rows for tuple-extraction results: one row per tuple, or one row with the
     error (kind NULL) when extraction failed, so nothing disappears silently."""
     rows: list[dict[str, Any]] = []
@@ -57,12 +57,38 @@ def extract_tuple_rows(results: list, keys: list[dict[str, Any]]) -> pd.DataFram
             )
         else:
             rows.extend({**r, "call_id": res.call_id, "error": None} for r in tuple_rows(res.data, **key))
-    cols = (
-        [*keys[0].keys(), "tuple_index", *TUPLE_COLUMNS, "call_id", "error"]
-        if keys
-        else ["tuple_index", *TUPLE_COLUMNS, "call_id", "error"]
+    return pd.DataFrame(rows, columns=[*key_columns, "tuple_index", *TUPLE_COLUMNS, "call_id", "error"])
+
+
+def extract_and_write(
+    context: dg.AssetExecutionContext,
+    wh: Any,
+    llm: LLMResource,
+    table: str,
+    texts: list[str],
+    keys: list[dict[str, Any]],
+    key_columns: list[str],
+    what: str,
+) -> dg.MaterializeResult:
+    """Extract tuples from each text (one cached LLM request each) and write the partition of
+    `table`: the step shared by caption_tuples, answer_tuples and response_tuples."""
+    with llm.gateway(wh, context) as gw:
+        results = gw.run([tuples_request(t) for t in texts], progress_logger(context, what))
+        sent, cached = gw.sent, gw.cached
+    df = extract_tuple_rows(results, keys, key_columns)
+    ok = df[df["error"].isna()]
+    return write_partition(
+        context,
+        wh,
+        table,
+        df,
+        {
+            "tuples_by_kind": dg.MetadataValue.json({str(k): int(v) for k, v in ok["kind"].value_counts().items()}),
+            f"failed_{what}": dg.MetadataValue.int(int(df["error"].notna().sum())),
+            "llm_requests_sent": dg.MetadataValue.int(sent),
+            "llm_requests_cached": dg.MetadataValue.int(cached),
+        },
     )
-    return pd.DataFrame(rows, columns=cols)
 
 
 def tuples_request(text: str) -> LLMRequest:
@@ -150,25 +176,9 @@ def caption_tuples(
     extraction failed is one row with the error."""
     wh = warehouse.get()
     imgs = wh.read("images", {"shard": context.partition_key})
-    imgs = imgs[imgs["status"] == "ok"] if len(imgs) else imgs
+    imgs = imgs[imgs["status"] == "ok"] if len(imgs) else pd.DataFrame(columns=["image_id", "caption"])
     keys = [{"image_id": r.image_id} for r in imgs.itertuples()]
-    with llm.gateway(wh, context) as gw:
-        results = gw.run([tuples_request(c) for c in imgs["caption"]], progress_logger(context, "captions"))
-        sent, cached = gw.sent, gw.cached
-    df = extract_tuple_rows(results, keys)
-    ok = df[df["error"].isna()]
-    return write_partition(
-        context,
-        wh,
-        "caption_tuples",
-        df,
-        {
-            "tuples_by_kind": dg.MetadataValue.json(ok["kind"].value_counts().to_dict()),
-            "failed_captions": dg.MetadataValue.int(int(df["error"].notna().sum())),
-            "llm_requests_sent": dg.MetadataValue.int(sent),
-            "llm_requests_cached": dg.MetadataValue.int(cached),
-        },
-    )
+    return extract_and_write(context, wh, llm, "caption_tuples", list(imgs["caption"]), keys, ["image_id"], "captions")
 
 
 @dg.asset(
@@ -532,28 +542,8 @@ def answer_tuples(
     captions and responses: what helpfulness measures recall against."""
     wh = warehouse.get()
     qa = wh.read("verified_qa", {"shard": context.partition_key})
-    kept = qa[qa["verdict"] == "kept"] if len(qa) else qa
+    kept = qa[qa["verdict"] == "kept"] if len(qa) else pd.DataFrame(columns=["qa_id", "image_id", "answer"])
     keys = [{"qa_id": r.qa_id, "image_id": r.image_id} for r in kept.itertuples()]
-    with llm.gateway(wh, context) as gw:
-        results = gw.run(
-            [tuples_request(a) for a in kept["answer"]] if len(kept) else [], progress_logger(context, "answers")
-        )
-        sent, cached = gw.sent, gw.cached
-    df = (
-        extract_tuple_rows(results, keys)
-        if keys
-        else pd.DataFrame(columns=["qa_id", "image_id", "tuple_index", *TUPLE_COLUMNS, "call_id", "error"])
-    )
-    return write_partition(
-        context,
-        wh,
-        "answer_tuples",
-        df,
-        {
-            "failed_answers": dg.MetadataValue.int(int(df["error"].notna().sum()))
-            if len(df)
-            else dg.MetadataValue.int(0),
-            "llm_requests_sent": dg.MetadataValue.int(sent),
-            "llm_requests_cached": dg.MetadataValue.int(cached),
-        },
+    return extract_and_write(
+        context, wh, llm, "answer_tuples", list(kept["answer"]), keys, ["qa_id", "image_id"], "answers"
     )

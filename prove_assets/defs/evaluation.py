@@ -13,13 +13,11 @@ from prove_assets.backends.responders import Question, load_models, respond
 from prove_assets.config import models_file, prompts_dir
 from prove_assets.core.scoring import paper_score, question_type
 from prove_assets.defs.benchmark import (
-    TUPLE_COLUMNS,
     answer_tuples,
     caption_tuples,
-    extract_tuple_rows,
+    extract_and_write,
     images,
     tuples_by,
-    tuples_request,
     verified_qa,
 )
 from prove_assets.defs.common import write_partition
@@ -137,28 +135,8 @@ def response_tuples(
     resp = wh.read("model_responses", part)
     ok = resp[resp["error"].isna() & resp["response"].fillna("").str.strip().astype(bool)] if len(resp) else resp
     keys = [{"qa_id": r.qa_id, "image_id": r.image_id} for r in ok.itertuples()]
-    with llm.gateway(wh, context) as gw:
-        results = gw.run(
-            [tuples_request(t) for t in ok["response"]] if keys else [], progress_logger(context, "responses")
-        )
-        sent, cached = gw.sent, gw.cached
-    df = (
-        extract_tuple_rows(results, keys)
-        if keys
-        else pd.DataFrame(columns=["qa_id", "image_id", "tuple_index", *TUPLE_COLUMNS, "call_id", "error"])
-    )
-    return write_partition(
-        context,
-        wh,
-        "response_tuples",
-        df,
-        {
-            "tuples": dg.MetadataValue.int(int(df["error"].isna().sum())),
-            "failed_extractions": dg.MetadataValue.int(int(df["error"].notna().sum())),
-            "llm_requests_sent": dg.MetadataValue.int(sent),
-            "llm_requests_cached": dg.MetadataValue.int(cached),
-        },
-    )
+    texts = list(ok["response"]) if keys else []
+    return extract_and_write(context, wh, llm, "response_tuples", texts, keys, ["qa_id", "image_id"], "responses")
 
 
 def _score_row(
