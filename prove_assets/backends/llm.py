@@ -167,7 +167,7 @@ def salvage_truncated_json(text: str) -> Any:
         raise ValueError("no JSON in truncated output")
     stack: list[str] = []
     in_str = esc = False
-    cut: tuple[int, list[str]] | None = None
+    cuts: list[tuple[int, str]] = []  # (end of a complete element, the closers it then needs)
     for i in range(start, len(text)):
         ch = text[i]
         if in_str:
@@ -182,47 +182,19 @@ def salvage_truncated_json(text: str) -> Any:
             in_str = True
         elif ch in "[{":
             stack.append("]" if ch == "[" else "}")
-        elif ch in "]}":
-            if not stack:
-                break
+        elif ch in "]}" and stack:
             stack.pop()
             if not stack:
                 return json.loads(text[start : i + 1])
-            cut = (i + 1, list(stack))
+            cuts.append((i + 1, "".join(reversed(stack))))
         elif ch == "," and stack:
-            cut = (i, list(stack))
-    while cut is not None:
-        end, open_ = cut
-        candidate = text[start:end].rstrip().rstrip(",") + "".join(reversed(open_))
+            cuts.append((i, "".join(reversed(stack))))
+    for end, closers in reversed(cuts):  # latest first; a cut after a key is not valid JSON
         try:
-            return json.loads(candidate)
+            return json.loads(text[start:end] + closers)
         except json.JSONDecodeError:
-            # The cut fell after a key or inside a member: step back to an earlier boundary.
-            prev = text.rfind(",", start, end - 1)
-            if prev <= start:
-                break
-            cut = (prev, _stack_at(text, start, prev))
+            continue
     raise ValueError("truncated output has no complete element")
-
-
-def _stack_at(text: str, start: int, end: int) -> list[str]:
-    stack: list[str] = []
-    in_str = esc = False
-    for ch in text[start:end]:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            stack.append("]" if ch == "[" else "}")
-        elif ch in "]}" and stack:
-            stack.pop()
-    return stack
 
 
 def _canonical(obj: Any) -> str:
