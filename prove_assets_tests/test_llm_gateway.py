@@ -302,8 +302,9 @@ def test_validate_rejection_triggers_the_repair(wh: Warehouse) -> None:
         assert "need key 'a'" in server.requests[1]["messages"][-1]["content"]
 
 
-def test_output_cut_at_max_tokens_is_an_error_without_repair(wh: Warehouse) -> None:
-    """Parseable JSON but finish_reason=length: asking again would hit the same limit."""
+def test_output_cut_at_max_tokens_with_nothing_usable_is_an_error_without_repair(wh: Warehouse) -> None:
+    """finish_reason=length and no complete element to salvage: asking again would hit the
+    same limit, so no repair request is sent."""
     cut = {
         "id": "x",
         "object": "chat.completion",
@@ -312,7 +313,7 @@ def test_output_cut_at_max_tokens_is_an_error_without_repair(wh: Warehouse) -> N
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": '{"a": 1}'},
+                "message": {"role": "assistant", "content": '{"a'},
                 "finish_reason": "length",
             }
         ],
