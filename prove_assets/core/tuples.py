@@ -12,6 +12,7 @@ into the same SceneTuples (and warehouse rows):
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -154,3 +155,25 @@ def tuples_from_rows(rows: list[dict[str, Any]]) -> list[SceneTuple]:
     """Rebuild SceneTuples from warehouse rows (columns as in SceneTuple.as_row)."""
     fields = ("kind", "entity", "attribute_type", "value", "relation_type", "predicate", "target")
     return [SceneTuple(**{f: (r.get(f) if r.get(f) == r.get(f) else None) for f in fields}) for r in rows]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+def caption_chunks(caption: str, min_words: int = 30) -> list[str]:
+    """Consecutive sentences grouped into chunks of at least `min_words` words. Small LLMs asked
+    for a whole hyper-detailed caption's tuples at once loop or stop early and miss its later
+    sentences; a chunk at a time covers the caption (the chunks' tuples merge by entity name)."""
+    chunks: list[str] = []
+    current: list[str] = []
+    for sentence in _SENTENCE_END.split(caption.strip()):
+        current.append(sentence)
+        if sum(len(s.split()) for s in current) >= min_words:
+            chunks.append(" ".join(current))
+            current = []
+    if current:
+        if chunks and sum(len(s.split()) for s in current) < min_words // 2:
+            chunks[-1] += " " + " ".join(current)
+        else:
+            chunks.append(" ".join(current))
+    return chunks

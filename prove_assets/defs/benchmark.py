@@ -14,7 +14,7 @@ from prove_assets.config import datasets_file, prompts_dir
 from prove_assets.core.datasets import Record, inspect_image, load_registry, parse_shard_key, read_shard
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.core.tuples import TUPLES_JSON_SCHEMA, SceneTuple, parse_tuples, tuples_from_rows
+from prove_assets.core.tuples import TUPLES_JSON_SCHEMA, SceneTuple, caption_chunks, parse_tuples, tuples_from_rows
 from prove_assets.defs.common import markdown_table, write_partition
 from prove_assets.defs.partitions import shard_partitions
 from prove_assets.defs.resources import (
@@ -24,7 +24,7 @@ from prove_assets.defs.resources import (
     WarehouseResource,
     progress_logger,
 )
-from prove_assets.defs.settings import ANSWER_MATCH_THRESHOLD, QA_MAX, QA_MIN, code_version
+from prove_assets.defs.settings import ANSWER_MATCH_THRESHOLD, CAPTION_CHUNK_WORDS, QA_MAX, QA_MIN, code_version
 from prove_assets.storage.flags import active_flags
 
 TUPLE_COLUMNS = ["kind", "entity", "attribute_type", "value", "relation_type", "predicate", "target", "text"]
@@ -165,20 +165,25 @@ def images(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
     partitions_def=shard_partitions,
     deps=[images],
     pool="duckdb",
-    code_version=code_version(["extract_tuples"]),
+    code_version=code_version(["extract_tuples"], caption_chunk_words=CAPTION_CHUNK_WORDS),
     kinds={"duckdb", "llm"},
 )
 def caption_tuples(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
 ) -> dg.MaterializeResult:
     """An LLM extracts entity, attribute and relation tuples from each caption (Davidsonian
-    scene-graph style). One row per tuple with the LLM call that produced it; a caption whose
-    extraction failed is one row with the error."""
+    scene-graph style), a few sentences at a time so a small model covers the whole caption;
+    tuples merge by entity name. One row per tuple with the LLM call that produced it; a chunk
+    whose extraction failed is one row with the error."""
     wh = warehouse.get()
     imgs = wh.read("images", {"shard": context.partition_key})
     imgs = imgs[imgs["status"] == "ok"] if len(imgs) else pd.DataFrame(columns=["image_id", "caption"])
-    keys = [{"image_id": r.image_id} for r in imgs.itertuples()]
-    return extract_and_write(context, wh, llm, "caption_tuples", list(imgs["caption"]), keys, ["image_id"], "captions")
+    texts, keys = [], []
+    for img in imgs.itertuples():
+        for i, chunk in enumerate(caption_chunks(img.caption, CAPTION_CHUNK_WORDS)):
+            texts.append(chunk)
+            keys.append({"image_id": img.image_id, "chunk": i})
+    return extract_and_write(context, wh, llm, "caption_tuples", texts, keys, ["image_id", "chunk"], "captions")
 
 
 @dg.asset(

@@ -9,6 +9,8 @@ from prove_assets.backends.llm import DEFAULT_EMBEDDED_MODEL
 from prove_assets.config import prompts_dir
 from prove_assets.core.prompts import prompts_version
 
+# Captions are sent to tuple extraction in chunks of at least this many words (sentences kept whole).
+CAPTION_CHUNK_WORDS = int(os.environ.get("PROVE_CAPTION_CHUNK_WORDS", "30"))
 QA_MIN = int(os.environ.get("PROVE_QA_MIN", "10"))
 QA_MAX = int(os.environ.get("PROVE_QA_MAX", "15"))
 # Programs whose output is less similar than this to the generated answer are `answer_mismatch`.
