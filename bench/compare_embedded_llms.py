@@ -16,9 +16,10 @@ from prove_assets.backends.local_llm import EMBEDDED_MODELS
 from prove_assets.config import SAMPLE_DIR, warehouse_path
 from prove_assets.core.quality import KINDS, extraction_quality
 from prove_assets.core.scoring import SentenceEmbedder
-from prove_assets.core.tuples import parse_tuples
+from prove_assets.core.tuples import caption_chunks, parse_tuples
 from prove_assets.defs.benchmark import tuples_request
 from prove_assets.defs.resources import LLMResource
+from prove_assets.defs.settings import CAPTION_CHUNK_WORDS
 from prove_assets.storage.warehouse import Warehouse
 
 
@@ -36,15 +37,19 @@ def main(models: list[str]) -> None:
     for model in models:
         settings = LLMResource(model=model).settings()
         started = time.monotonic()
+        # The same requests as the caption_tuples asset: a few sentences at a time.
+        chunks = [(c["id"], chunk) for c in captions for chunk in caption_chunks(c["caption"], CAPTION_CHUNK_WORDS)]
         with LLMGateway(settings, wh, log=lambda m: print(m, file=sys.stderr)) as gw:
-            results = gw.run([tuples_request(c["caption"]) for c in captions], progress(model))
+            results = gw.run([tuples_request(text) for _, text in chunks], progress(model))
             sent = gw.sent
         wall = time.monotonic() - started
-        pred_all, gold_all, failed = [], [], 0
-        for c, r in zip(captions, results, strict=True):
-            failed += r.error is not None
-            pred_all += r.data or []
-            gold_all += parse_tuples(gold[c["id"]])
+        failed = sum(r.error is not None for r in results)
+        # Chunks of one caption repeat entities: count each distinct tuple once per image.
+        pred_all = list(
+            dict.fromkeys((image, t) for (image, _), r in zip(chunks, results, strict=True) for t in (r.data or []))
+        )
+        pred_all = [t for _, t in pred_all]
+        gold_all = [t for c in captions for t in parse_tuples(gold[c["id"]])]
         q = extraction_quality(pred_all, gold_all, embedder)
         cells = [f"{q[k]['precision']:.2f}/{q[k]['recall']:.2f}/{q[k]['f1']:.2f}" for k in KINDS]
         print(

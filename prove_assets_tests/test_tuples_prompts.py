@@ -284,3 +284,14 @@ def test_real_prompts_render(name: str) -> None:
     for key in values:
         with pytest.raises(KeyError):
             prompt.render(**{k: v for k, v in values.items() if k != key})
+
+
+def test_caption_chunks_keep_sentences_whole_and_cover_the_caption():
+    from prove_assets.core.tuples import caption_chunks
+
+    caption = " ".join(f"Sentence number {i} has exactly seven words." for i in range(10))
+    chunks = caption_chunks(caption, min_words=20)
+    assert " ".join(chunks) == caption
+    assert all(c.endswith(".") for c in chunks)
+    assert all(len(c.split()) >= 20 for c in chunks[:-1])
+    assert caption_chunks("One short sentence.", min_words=30) == ["One short sentence."]
