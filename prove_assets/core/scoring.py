@@ -60,7 +60,7 @@ class SentenceEmbedder:
                 show_progress_bar=False,
             )
             self._memo.update(zip(missing, vecs, strict=True))
-        dim = self.model.get_sentence_embedding_dimension() or 384
+        dim = self.model.get_embedding_dimension() or 384
         return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, dim), dtype=np.float32)
 
 

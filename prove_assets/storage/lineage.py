@@ -76,7 +76,7 @@ def qa_lineage(wh: Warehouse, qa_id: str) -> dict[str, Any]:
         "image": image,
         "caption_tuples": {
             "count": len(caption_tuples),
-            "call_id": caption_tuples[0]["call_id"] if caption_tuples else None,
+            "call_ids": list(dict.fromkeys(t["call_id"] for t in caption_tuples)),
             "run_id": caption_tuples[0]["run_id"] if caption_tuples else None,
             "tuples": [t["text"] for t in caption_tuples if t.get("text")],
         },
@@ -99,7 +99,7 @@ def format_lineage(d: dict[str, Any]) -> str:
         f"        images run {img.get('run_id')}",
         f"CAPTION {img.get('caption')}",
         "",
-        f"CAPTION TUPLES  {d['caption_tuples']['count']} rows, LLM call {d['caption_tuples']['call_id']}, "
+        f"CAPTION TUPLES  {d['caption_tuples']['count']} rows from LLM calls {', '.join(d['caption_tuples']['call_ids'])}, "
         f"run {d['caption_tuples']['run_id']}",
         "  " + "; ".join(d["caption_tuples"]["tuples"][:40]) + (" ..." if d["caption_tuples"]["count"] > 40 else ""),
         "",
