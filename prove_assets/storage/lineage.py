@@ -99,7 +99,8 @@ def format_lineage(d: dict[str, Any]) -> str:
         f"        images run {img.get('run_id')}",
         f"CAPTION {img.get('caption')}",
         "",
-        f"CAPTION TUPLES  {d['caption_tuples']['count']} rows from LLM calls {', '.join(d['caption_tuples']['call_ids'])}, "
+        f"CAPTION TUPLES  {d['caption_tuples']['count']} rows, "
+        f"from LLM calls {', '.join(d['caption_tuples']['call_ids'])}, "
         f"run {d['caption_tuples']['run_id']}",
         "  " + "; ".join(d["caption_tuples"]["tuples"][:40]) + (" ..." if d["caption_tuples"]["count"] > 40 else ""),
         "",
