@@ -83,3 +83,22 @@ def test_registry_validation(tmp_path: Path):
     bad.write_text("models:\n  x:\n    backend: openai\n    api_key: sk-123\n")
     with pytest.raises(ModelRegistryError, match="env var"):
         load_models(bad)
+
+
+def test_vlm_judge_visual_entailment_asks_per_claim_with_the_image(tmp_path: Path):
+    """The optional visual-entailment backend over the gateway (scripted test server as judge)."""
+    from prove_assets.backends.entailment import VLMJudgeEntailment
+    from prove_assets_tests.scripted_llm import ScriptedLLMServer
+
+    def judge(body):
+        text = body["messages"][-1]["content"][1]["text"]
+        return "Yes" if "orange" in text else "no"
+
+    with ScriptedLLMServer(reply=judge) as server:
+        wh = Warehouse(tmp_path / "w.duckdb")
+        with LLMGateway(LLMSettings(base_url=server.base_url, model="judge", json_mode="none"), wh) as gw:
+            entail = VLMJudgeEntailment(gw, prompts_dir()).for_image(str(SAMPLE_DIR / "images/chelsea.jpg"))
+            assert entail(["cat is orange", "cat is purple"]) == [1.0, 0.0]
+        content = server.requests[0]["messages"][-1]["content"]
+        assert content[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+        assert content[1]["text"] == "Claim: cat is orange"
