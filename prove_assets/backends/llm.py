@@ -21,9 +21,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -466,15 +465,6 @@ class LLMGateway:
             with ThreadPoolExecutor(workers) as pool:
                 list(pool.map(work, range(len(requests))))
         return [r for r in results if r is not None]
-
-
-@contextmanager
-def open_gateway(settings: LLMSettings, warehouse: Warehouse, **kwargs: Any) -> Iterator[LLMGateway]:
-    gateway = LLMGateway(settings, warehouse, **kwargs)
-    try:
-        yield gateway
-    finally:
-        gateway.close()
 
 
 # --- the recorded ledger -------------------------------------------------------------------
