@@ -122,7 +122,10 @@ class StaleItem:
 def _materialized_partitions(instance: dg.DagsterInstance, key: dg.AssetKey, pdef: Any) -> list[str | None]:
     if pdef is None:
         return [None] if instance.get_latest_materialization_event(key) else []
-    return sorted(instance.get_materialized_partitions(key))
+    # Partitions removed from the registry keep their materializations: skip them.
+    with dg.partition_loading_context(dynamic_partitions_store=instance):
+        existing = set(pdef.get_partition_keys())
+    return sorted(p for p in instance.get_materialized_partitions(key) if p in existing)
 
 
 def find_stale(instance: dg.DagsterInstance | None = None) -> list[StaleItem]:
@@ -143,45 +146,54 @@ def find_stale(instance: dg.DagsterInstance | None = None) -> list[StaleItem]:
         for partition in _materialized_partitions(instance, key, pdef):
             if resolver.get_status(key, partition) != StaleStatus.STALE:
                 continue
-            causes = [
-                f"{c.reason}" + (f" ({c.dependency.asset_key.to_user_string()})" if c.dependency else "")
-                for c in resolver.get_stale_root_causes(key, partition)
-            ]
+            causes = [_describe_cause(c) for c in resolver.get_stale_root_causes(key, partition)]
             items.append(StaleItem(key.to_user_string(), partition, causes))
     return items
 
 
+def _describe_cause(cause: Any) -> str:
+    """'qa_flags [sample-000] has a new data version' — the root asset-partition, then why."""
+    where = cause.key.asset_key.to_user_string() + (f" [{cause.key.partition_key}]" if cause.key.partition_key else "")
+    text = f"{where} {cause.reason}"
+    if cause.dependency:
+        text += f" (via {cause.dependency.asset_key.to_user_string()})"
+    return text
+
+
 def refresh(instance: dg.DagsterInstance | None = None, log_level: str = "INFO", max_rounds: int = 12) -> list[Any]:
     """Re-materialize stale asset-partitions, upstream first, until nothing is stale. A
-    re-materialization that yields the same data version leaves its downstream fresh."""
+    re-materialization that yields the same data version leaves its downstream fresh. A
+    partition that fails is reported at the end and not retried; the others go on."""
     from prove_assets.definitions import all_assets, all_checks
 
     instance = instance or get_instance()
     defs = _defs()
-    results = []
+    order = [k.to_user_string() for k in defs.resolve_asset_graph().toposorted_asset_keys]
+    results, failed = [], []
     for _ in range(max_rounds):
-        stale = find_stale(instance)
+        stale = [s for s in find_stale(instance) if (s.asset, s.partition) not in failed]
         if not stale:
             break
-        order = [k.to_user_string() for k in defs.resolve_asset_graph().toposorted_asset_keys]
         first = min(order.index(s.asset) for s in stale)
-        layer = [s for s in stale if order.index(s.asset) == first]
-        for item in layer:
-            key = _partition_key(item.partition)
+        for item in [s for s in stale if order.index(s.asset) == first]:
             print(f"refresh {item.asset} {item.partition or ''}".rstrip(), flush=True)
             res = dg.materialize(
                 [*all_assets, *all_checks],
                 selection=[dg.AssetKey(item.asset)],
-                partition_key=key,
+                partition_key=_partition_key(item.partition),
                 instance=instance,
                 resources=defs.resources,
                 run_config=run_config(log_level),
                 raise_on_error=False,
                 tags=RUN_TAGS,
             )
-            if not res.success:
-                raise SystemExit(f"refresh of {item.asset} {item.partition} failed; see the run log")
-            results.append(res)
+            if res.success:
+                results.append(res)
+            else:
+                failed.append((item.asset, item.partition))
+                print(f"  FAILED (run {res.run_id}); see its log in the UI", file=sys.stderr, flush=True)
+    if failed:
+        raise SystemExit("refresh failed for: " + ", ".join(f"{a} [{p}]" for a, p in failed))
     return results
 
 

@@ -2,6 +2,8 @@
 
 import dagster as dg
 
+from prove_assets.backends.responders import load_models
+from prove_assets.config import models_file
 from prove_assets.core.leaderboard import by_question_type, hallucinated_objects, leaderboard_table, wide_table
 from prove_assets.defs.common import content_version, markdown_table
 from prove_assets.defs.evaluation import response_scores
@@ -18,6 +20,12 @@ def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
     scores = wh.read("response_scores")
     if "model" not in scores:
         raise dg.Failure("no response_scores yet: materialize the evaluation assets first")
+    # A model removed from models.yaml keeps its old rows; the leaderboard shows registered models.
+    registered = set(load_models(models_file()))
+    dropped = sorted(set(scores["model"]) - registered)
+    if dropped:
+        context.log.info(f"not on the leaderboard (no longer in {models_file()}): {', '.join(dropped)}")
+    scores = scores[scores["model"].isin(registered)]
     if scores.empty:
         context.log.warning("response_scores has no rows (no kept QA pairs were evaluated): the leaderboard is empty")
     board = leaderboard_table(scores)
