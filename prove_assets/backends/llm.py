@@ -21,7 +21,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -115,6 +115,24 @@ class LLMCallError(RuntimeError):
     pass
 
 
+def _outside_strings(text: str, start: int) -> Iterator[tuple[int, str]]:
+    """(index, char) of every character from `start` that is not inside a JSON string."""
+    in_str = esc = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if esc:
+                esc = False  # this character is escaped (e.g. \" does not end the string)
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        else:
+            yield i, ch
+
+
 def extract_json(text: str) -> Any:
     """Parse JSON from model text: plain, fenced in ```json, or the first balanced {...}/[...]."""
     text = text.strip()
@@ -133,20 +151,9 @@ def extract_json(text: str) -> Any:
     for start in (i for i, ch in enumerate(text) if ch in "{["):
         opener = text[start]
         closer = "}" if opener == "{" else "]"
-        depth, in_str, esc = 0, False, False
-        for i in range(start, len(text)):
-            ch = text[i]
-            if in_str:
-                if esc:
-                    esc = False  # this character is escaped (e.g. \" does not end the string)
-                elif ch == "\\":
-                    esc = True
-                elif ch == '"':
-                    in_str = False
-                continue
-            if ch == '"':
-                in_str = True
-            elif ch == opener:
+        depth = 0
+        for i, ch in _outside_strings(text, start):
+            if ch == opener:
                 depth += 1
             elif ch == closer:
                 depth -= 1
@@ -165,21 +172,9 @@ def salvage_truncated_json(text: str) -> Any:
     if start < 0:
         raise ValueError("no JSON in truncated output")
     stack: list[str] = []
-    in_str = esc = False
     cuts: list[tuple[int, str]] = []  # (end of a complete element, the closers it then needs)
-    for i in range(start, len(text)):
-        ch = text[i]
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "[{":
+    for i, ch in _outside_strings(text, start):
+        if ch in "[{":
             stack.append("]" if ch == "[" else "}")
         elif ch in "]}" and stack:
             stack.pop()
