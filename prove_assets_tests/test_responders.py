@@ -42,9 +42,11 @@ def test_openai_backend_sends_the_image_as_a_data_url(scripted_llm, tmp_path: Pa
     spec = ModelSpec("vlm", "openai", {"model": "some-vlm", "base_url": scripted_llm.base_url})
     answers = respond(spec, QUESTIONS, prompts_dir(), opener(wh, scripted_llm.base_url))
     assert all(a.response and a.error is None and a.call_id for a in answers)
-    content = scripted_llm.requests[0]["messages"][-1]["content"]
+    # Requests run concurrently (max_concurrency 4 by default), so find each by its question.
+    texts = {r["messages"][-1]["content"][1]["text"]: r["messages"][-1]["content"] for r in scripted_llm.requests}
+    assert set(texts) == {"What color is the cat?", "What is in the cup?"}
+    content = texts["What color is the cat?"]
     assert content[0]["type"] == "image_url" and content[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
-    assert content[1]["text"] == "What color is the cat?"
     assert scripted_llm.requests[0]["model"] == "some-vlm"
     # Asked again: answered from the recorded calls, no request.
     n = scripted_llm.chat_requests
