@@ -69,7 +69,7 @@ class LLMSettings:
     def resolved_json_mode(self) -> str:
         if self.json_mode != "auto":
             return self.json_mode
-        return "llamacpp" if self.embedded or ":8080" in (self.base_url or "") else "json_schema"
+        return "llamacpp" if self.embedded else "json_schema"
 
 
 @dataclass(frozen=True)
