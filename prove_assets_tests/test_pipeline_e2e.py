@@ -26,17 +26,26 @@ def resources(base_url: str) -> dict:
     }
 
 
+def run_groups(instance, res, *groups: str, partition_key=None):
+    """Materialize the assets (and checks) of `groups` for one partition, in-process."""
+    return dg.materialize(
+        [*all_assets, *all_checks],
+        selection=dg.AssetSelection.groups(*groups),
+        partition_key=partition_key,
+        instance=instance,
+        resources=res,
+    )
+
+
+def shard_model(model: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"shard": "mini-000", "model": model})
+
+
 def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", ["gold", "blind"])
     res = resources(scripted_llm.base_url)
-    build = dg.materialize(
-        [*all_assets, *all_checks],
-        selection=dg.AssetSelection.groups("ingest", "benchmark"),
-        partition_key="mini-000",
-        instance=instance,
-        resources=res,
-    )
+    build = run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
     assert build.success
     wh = Warehouse(prove_home / "warehouse.duckdb")
     imgs = wh.read("images")
@@ -47,13 +56,7 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
     requests_after_build = scripted_llm.chat_requests
 
     for model in ("gold", "blind"):
-        ev = dg.materialize(
-            [*all_assets, *all_checks],
-            selection=dg.AssetSelection.groups("evaluation"),
-            partition_key=dg.MultiPartitionKey({"shard": "mini-000", "model": model}),
-            instance=instance,
-            resources=res,
-        )
+        ev = run_groups(instance, res, "evaluation", partition_key=shard_model(model))
         assert ev.success
     scores = wh.read("response_scores")
     gold = scores[scores["model"] == "gold"]
@@ -62,31 +65,17 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
     assert gold["helpfulness"].min() > 0.99  # the answer itself recalls all its tuples
     assert blind["truthfulness"].mean() < gold["truthfulness"].mean()
 
-    rep = dg.materialize(
-        [*all_assets, *all_checks], selection=dg.AssetSelection.groups("reports"), instance=instance, resources=res
-    )
+    rep = run_groups(instance, res, "reports")
     assert rep.success
     board = wh.read("leaderboard")
     assert set(board["model"]) == {"gold", "blind"}
 
     # Re-running the construction sends no request: everything is in the call cache.
-    again = dg.materialize(
-        [*all_assets, *all_checks],
-        selection=dg.AssetSelection.groups("ingest", "benchmark"),
-        partition_key="mini-000",
-        instance=instance,
-        resources=res,
-    )
+    again = run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
     assert again.success
     assert scripted_llm.chat_requests > requests_after_build  # evaluation did send some
     before = scripted_llm.chat_requests
-    dg.materialize(
-        [*all_assets, *all_checks],
-        selection=dg.AssetSelection.groups("ingest", "benchmark"),
-        partition_key="mini-000",
-        instance=instance,
-        resources=res,
-    )
+    run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
     assert scripted_llm.chat_requests == before
 
     # Lineage of one kept pair: caption -> tuples -> generation call -> program -> each model's score.
@@ -111,22 +100,9 @@ def test_cli_reads_the_warehouse(instance, scripted_llm, prove_home, tmp_path, c
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", ["gold"])
     res = resources(scripted_llm.base_url)
-    assets = [*all_assets, *all_checks]
-    dg.materialize(
-        assets,
-        selection=dg.AssetSelection.groups("ingest", "benchmark"),
-        partition_key="mini-000",
-        instance=instance,
-        resources=res,
-    )
-    dg.materialize(
-        assets,
-        selection=dg.AssetSelection.groups("evaluation"),
-        partition_key=dg.MultiPartitionKey({"shard": "mini-000", "model": "gold"}),
-        instance=instance,
-        resources=res,
-    )
-    dg.materialize(assets, selection=dg.AssetSelection.groups("reports"), instance=instance, resources=res)
+    run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
+    run_groups(instance, res, "evaluation", partition_key=shard_model("gold"))
+    run_groups(instance, res, "reports")
     capsys.readouterr()
 
     main(["leaderboard", "--format", "json"])
