@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from prove_assets.defs import benchmark, checks, evaluation, reports
+from prove_assets.defs import benchmark, checks, evaluation, explorer, reports
 from prove_assets.defs.registry import registry_sensor
 from prove_assets.defs.resources import (
     EmbeddingResource,
@@ -12,7 +12,7 @@ from prove_assets.defs.resources import (
     visual_entailment_from_env,
 )
 
-all_assets = dg.load_assets_from_modules([benchmark, evaluation, reports])
+all_assets = dg.load_assets_from_modules([benchmark, evaluation, reports, explorer])
 all_checks = dg.load_asset_checks_from_modules([checks])
 
 # A run cannot mix shard and shard x model partitions, hence three jobs. The in-process
@@ -33,7 +33,7 @@ report = dg.define_asset_job(
     "report",
     selection=dg.AssetSelection.groups("reports"),
     executor_def=dg.in_process_executor,
-    description="The leaderboard.",
+    description="The leaderboard, the explorer (static HTML) and the figures.",
 )
 
 defs = dg.Definitions(

@@ -1,0 +1,65 @@
+"""Reports a person looks at: the PROVE explorer (static HTML) and the paper's figures."""
+
+import dagster as dg
+import pandas as pd
+
+from prove_assets.backends.responders import load_models
+from prove_assets.config import dagster_home, models_file
+from prove_assets.core import plots
+from prove_assets.core.explorer import EXPLORER_DIR, TABLES, write_explorer
+from prove_assets.defs.benchmark import verified_qa
+from prove_assets.defs.reports import leaderboard
+from prove_assets.defs.resources import WarehouseResource
+
+
+def _registered(df: pd.DataFrame, models: set[str]) -> pd.DataFrame:
+    return df[df["model"].isin(models)] if "model" in df else df
+
+
+@dg.asset(group_name="reports", deps=[leaderboard, verified_qa], code_version="1", kinds={"html", "matplotlib"})
+def explorer(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """A self-contained static HTML explorer under `$DAGSTER_HOME/explorer/` (opens offline):
+    the leaderboard and figures; per image the photo, caption, scene graph and every generated
+    QA pair, kept or discarded, with its program, output and verdict; per kept pair every
+    model's response with supported tuples green and hallucinated tuples red, and its scores.
+    Filters by model, verdict, question type and complexity; each QA pair is anchored by its
+    qa_id. The figures (H vs T per model, scores by question type, construction funnel,
+    most-hallucinated objects) are PNG files beside it and inline in this asset's metadata."""
+    wh = warehouse.get()
+    tables = {name: wh.read(name) for name in TABLES}
+    # Like the leaderboard: models removed from the registry keep their rows but are not shown.
+    registered = set(load_models(models_file()))
+    for name in ("model_responses", "response_scores", "leaderboard"):
+        tables[name] = _registered(tables[name], registered)
+    if "run_id" in tables["leaderboard"]:
+        tables["leaderboard"] = tables["leaderboard"].drop(columns=["run_id"])
+    figures = plots.all_plots(tables["leaderboard"], tables["response_scores"], tables["verified_qa"])
+    out = dagster_home() / EXPLORER_DIR
+    summary = write_explorer(tables, out, figures)
+    context.log.info(
+        f"explorer: {summary.images} images, {summary.qa_pairs} QA pairs ({summary.kept} kept), "
+        f"{summary.responses} responses of {len(summary.models)} models, {summary.bytes / 1e6:.1f} MB "
+        f"-> {summary.index}"
+    )
+    titles = {
+        "ht_tradeoff": "Helpfulness vs truthfulness",
+        "by_question_type": "Scores by question type",
+        "verdict_funnel": "Construction funnel",
+        "hallucinated_objects": "Most-hallucinated objects",
+    }
+    return dg.MaterializeResult(
+        metadata={
+            "explorer": dg.MetadataValue.path(str(summary.index)),
+            "explorer_url": dg.MetadataValue.url(summary.index.resolve().as_uri()),
+            "images": dg.MetadataValue.int(summary.images),
+            "qa_pairs": dg.MetadataValue.int(summary.qa_pairs),
+            "kept": dg.MetadataValue.int(summary.kept),
+            "responses": dg.MetadataValue.int(summary.responses),
+            "size_bytes": dg.MetadataValue.int(summary.bytes),
+            **{
+                f"plot_{name}": dg.MetadataValue.md(plots.markdown_image(png, titles[name]))
+                for name, png in figures.items()
+            },
+            "plot_files": dg.MetadataValue.md("\n".join(f"- `{out / 'plots' / (name + '.png')}`" for name in figures)),
+        }
+    )
