@@ -10,6 +10,7 @@ prove-assets add-model NAME --backend B [--set k=v] [--run]   register a model, 
 prove-assets flag QA_ID --reason TEXT / unflag QA_ID   a person's verdict on a QA pair
 prove-assets register           add datasets.yaml shards and models.yaml models as partitions
 prove-assets export-ledger      write the embedded model's recorded calls (the ledger)
+prove-assets compare-evaluators the guide's evaluators beside PROVE's H and T (--format table|json)
 """
 
 from __future__ import annotations
@@ -188,6 +189,33 @@ def cmd_export_ledger(args: argparse.Namespace) -> None:
     print(f"wrote {n} recorded calls of {LLM_MODEL} to {args.path}")
 
 
+def cmd_compare_evaluators(args: argparse.Namespace) -> None:
+    """The agreement report (asset `evaluator_agreement`): per model each evaluator beside H and
+    T, rank correlations with PROVE, and the judges' self-consistency."""
+    from prove_assets.core.evaluators import agreement_vs_prove
+
+    wh = Warehouse(warehouse_path())
+    per_model, corr, consistency = (
+        wh.read(t).drop(columns=["run_id"], errors="ignore")
+        for t in ("evaluator_agreement", "evaluator_correlations", "judge_consistency")
+    )
+    if per_model.empty:
+        raise SystemExit("no evaluator agreement yet: run `make demo` (or materialize evaluator_agreement)")
+    if args.format == "json":
+        out = {
+            name: json.loads(df.to_json(orient="records"))
+            for name, df in (("per_model", per_model), ("correlations", corr), ("self_consistency", consistency))
+        }
+        print(json.dumps(out, indent=2))
+        return
+    print("Per model (%; judges: mean rubric score 1-5, pass = score >= 4):")
+    _print_df(per_model.dropna(axis=1, how="all"))
+    print("\nRank correlation with PROVE (Spearman rho, Kendall tau) across models and across responses:")
+    _print_df(agreement_vs_prove(corr).dropna(axis=1, how="all"))
+    print("\nJudge self-consistency (k repeated judgements at temperature > 0, different seeds):")
+    _print_df(consistency)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="prove-assets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -240,6 +268,9 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("export-ledger", help="export the embedded model's recorded calls")
     p.add_argument("--path", default=str(LEDGER_PATH))
     p.set_defaults(func=cmd_export_ledger)
+    p = sub.add_parser("compare-evaluators", help="VQA match, token F1, CHAIR and rubric judges beside PROVE")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(func=cmd_compare_evaluators)
     args = parser.parse_args(argv)
     args.func(args)
 

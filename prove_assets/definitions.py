@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from prove_assets.defs import benchmark, checks, evaluation, explorer, reports
+from prove_assets.defs import benchmark, checks, evaluation, evaluators, explorer, reports
 from prove_assets.defs.registry import registry_sensor
 from prove_assets.defs.resources import (
     EmbeddingResource,
@@ -12,7 +12,7 @@ from prove_assets.defs.resources import (
     visual_entailment_from_env,
 )
 
-all_assets = dg.load_assets_from_modules([benchmark, evaluation, reports, explorer])
+all_assets = dg.load_assets_from_modules([benchmark, evaluation, evaluators, reports, explorer])
 all_checks = dg.load_asset_checks_from_modules([checks])
 
 # A run cannot mix shard and shard x model partitions, hence three jobs. The in-process

@@ -120,6 +120,28 @@ def template_qa(sg_dict: dict[str, Any], n: int) -> list[dict[str, str]]:
     return pairs[:n]
 
 
+def judge_reply(body: dict[str, Any], last: str) -> dict[str, Any]:
+    """Rubric judge by rules: the share of the answer's content words found in the description
+    (text judge) sets the score 1-5; with no description (VLM judge) the score is 3. A sample at
+    temperature > 0 moves it by its seed (odd seeds one point down), so spread is measurable."""
+    answer = last.split("Model answer:", 1)[-1]
+    words = set(re.findall(r"[a-z]+", answer.lower())) - STOP - DETERMINERS
+    if "Description of the image:" in last:
+        description = set(re.findall(r"[a-z]+", last.split("Question:", 1)[0].lower()))
+        share = len(words & description) / max(1, len(words))
+        score = 1 + round(4 * share)
+    else:
+        score = 3
+    if body.get("temperature", 0) > 0 and body.get("seed", 0) % 2:
+        score = max(1, score - 1)
+    return {
+        "accurate_claims": sorted(words)[:2],
+        "inaccurate_claims": [],
+        "hallucinated_objects": [],
+        "score": score,
+    }
+
+
 def default_reply(body: dict[str, Any]) -> str:
     """Answer a PROVE prompt by rules (see module docstring)."""
     messages = body["messages"]
@@ -137,6 +159,8 @@ def default_reply(body: dict[str, Any]) -> str:
     if "identify whether each pair" in system:
         n = len(re.findall(r"^\d+\. Question:", last, re.MULTILINE))
         return json.dumps({"judgements": [{"index": i, "verdict": "ok", "reason": "fine"} for i in range(n)]})
+    if "evaluating whether a model's answer" in system:
+        return json.dumps(judge_reply(body, last))
     if "cannot see" in system:  # caption-oracle: repeat the caption's first sentence mentioning a question word
         caption = last.split("Description of the photo:", 1)[1].split("Question:", 1)[0]
         question_words = set(re.findall(r"[a-z]+", last.split("Question:", 1)[1].lower())) - STOP
