@@ -14,9 +14,9 @@ from collections.abc import Callable
 from prove_assets.backends.llm import LLMGateway
 from prove_assets.backends.local_llm import EMBEDDED_MODELS
 from prove_assets.config import SAMPLE_DIR, warehouse_path
-from prove_assets.core.quality import KINDS, extraction_quality
+from prove_assets.core.quality import KINDS, extraction_quality, load_gold
 from prove_assets.core.scoring import SentenceEmbedder
-from prove_assets.core.tuples import caption_chunks, parse_tuples
+from prove_assets.core.tuples import caption_chunks
 from prove_assets.defs.benchmark import tuples_request
 from prove_assets.defs.resources import LLMResource
 from prove_assets.defs.settings import CAPTION_CHUNK_WORDS
@@ -29,7 +29,7 @@ def progress(model: str) -> Callable[[int, int], None]:
 
 def main(models: list[str]) -> None:
     captions = [json.loads(line) for line in (SAMPLE_DIR / "captions.jsonl").read_text().splitlines() if line.strip()]
-    gold = json.loads((SAMPLE_DIR / "gold_tuples.json").read_text())
+    gold = load_gold(SAMPLE_DIR)
     embedder = SentenceEmbedder()
     wh = Warehouse(warehouse_path())
     header = ["entity P/R/F1", "attribute P/R/F1", "relation P/R/F1"]
@@ -44,13 +44,10 @@ def main(models: list[str]) -> None:
             sent = gw.sent
         wall = time.monotonic() - started
         failed = sum(r.error is not None for r in results)
-        # Chunks of one caption repeat entities: count each distinct tuple once per image.
-        pred_all = list(
-            dict.fromkeys((image, t) for (image, _), r in zip(chunks, results, strict=True) for t in (r.data or []))
-        )
-        pred_all = [t for _, t in pred_all]
-        gold_all = [t for c in captions for t in parse_tuples(gold[c["id"]])]
-        q = extraction_quality(pred_all, gold_all, embedder)
+        by_image: dict[str, list] = {}
+        for (image, _), r in zip(chunks, results, strict=True):
+            by_image.setdefault(image, []).extend(r.data or [])
+        q = extraction_quality([(by_image.get(i, []), g.tuples) for i, g in gold.items()], embedder)
         cells = [f"{q[k]['precision']:.2f}/{q[k]['recall']:.2f}/{q[k]['f1']:.2f}" for k in KINDS]
         print(
             f"{model:40} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18} {failed:>6} {wall:>7.0f}  ({sent} requests sent)"

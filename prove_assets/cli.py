@@ -1,7 +1,8 @@
 """`prove-assets`: run PROVE headless and read its results.
 
 prove-assets demo               register partitions, build the benchmark, evaluate, print
-prove-assets leaderboard        print Table 1 (--format table|csv|json)
+prove-assets leaderboard        print Table 1 (--format table|csv|json, --scorer all|paper|strict)
+prove-assets calibrate          each scorer's detection of injected hallucinations (--format table|json)
 prove-assets run-program FILE   run one verification program in the sandbox
 prove-assets lineage QA_ID      trace a QA pair: caption, tuples, LLM calls, program, every model's score
 prove-assets stale              list stale asset-partitions with their causes
@@ -71,7 +72,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
         )
     )
     print("\nLeaderboard (PROVE Table 1; H = helpfulness, T = truthfulness, in %):")
-    cmd_leaderboard(argparse.Namespace(format="table", long=False))
+    cmd_leaderboard(argparse.Namespace(format="table", long=False, scorer="all"))
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> None:
@@ -82,11 +83,31 @@ def cmd_leaderboard(args: argparse.Namespace) -> None:
     if "model" not in board:
         raise SystemExit("no leaderboard yet: run `make demo` (or materialize the `report` job)")
     board = board.drop(columns=["run_id"])
+    if args.scorer != "all":
+        board = board[board["scorer"] == args.scorer]
     if args.format == "table" and not args.long:
         _print_df(wide_table(board))
         print(f"truthfulness verified against: {', '.join(sorted(set(board['truth_source'])))}")
     else:
         _print_df(board, args.format)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> None:
+    """The scorers' calibration table; materializes `metric_calibration` first if it is missing."""
+    wh = Warehouse(warehouse_path())
+    table = wh.read("metric_calibration")
+    if table.empty or args.refresh:
+        from prove_assets.orchestration import get_instance, run_steps
+
+        run_steps(get_instance(), [("calibrate", None)], args.log_level)
+        table = wh.read("metric_calibration")
+    cols = ["scorer", "perturbation", "n", "detection_recall", "false_alarm_rate", "mean_delta_h", "mean_delta_t"]
+    if args.format == "json":
+        print(json.dumps(json.loads(table[cols].to_json(orient="records")), indent=2))
+    else:
+        _print_df(table[[*cols, "meets_target"]])
+        print("detection_recall: share of injected hallucinations (or dropped facts) the scorer flags;")
+        print("false_alarm_rate: share of faithful paraphrases it flags. Cases: prove.metric_calibration_cases")
 
 
 def cmd_run_program(args: argparse.Namespace) -> None:
@@ -122,7 +143,21 @@ def cmd_lineage(args: argparse.Namespace) -> None:
         chain = qa_lineage(Warehouse(warehouse_path()), args.qa_id)
     except LineageError as exc:
         raise SystemExit(str(exc)) from None
-    print(json.dumps(chain, indent=2, default=str) if args.json else format_lineage(chain))
+    link = explorer_link(args.qa_id)
+    if args.json:
+        print(json.dumps({**chain, "explorer": link}, indent=2, default=str))
+    else:
+        print(format_lineage(chain))
+        print(f"\nEXPLORER  {link or 'not built yet: materialize the `report` job (make demo)'}")
+
+
+def explorer_link(qa_id: str) -> str | None:
+    """The QA pair's anchor in the explorer (`file://...#qa_id`); None while there is no explorer."""
+    from prove_assets.config import dagster_home
+    from prove_assets.core.explorer import explorer_index, qa_link
+
+    index = explorer_index(dagster_home())
+    return qa_link(index, qa_id) if index.is_file() else None
 
 
 def cmd_stale(args: argparse.Namespace) -> None:
@@ -156,7 +191,7 @@ def cmd_add_model(args: argparse.Namespace) -> None:
     print(f"added {args.name} ({args.backend}) to the model registry")
     if args.run:
         backfill_model(args.name, args.log_level)
-        cmd_leaderboard(argparse.Namespace(format="table", long=False))
+        cmd_leaderboard(argparse.Namespace(format="table", long=False, scorer="all"))
 
 
 def cmd_flag(args: argparse.Namespace) -> None:
@@ -228,8 +263,19 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("leaderboard", help="print the leaderboard")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    p.add_argument("--long", action="store_true", help="one row per model x subset")
+    p.add_argument("--long", action="store_true", help="one row per scorer x model x subset")
+    p.add_argument(
+        "--scorer",
+        choices=["all", "paper", "strict"],
+        default="all",
+        help="the paper's soft scorer, the strict one, or both",
+    )
     p.set_defaults(func=cmd_leaderboard)
+    p = sub.add_parser("calibrate", help="how well each scorer catches injected hallucinations (metric_calibration)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--refresh", action="store_true", help="re-materialize metric_calibration first")
+    p.add_argument("--log-level", default="WARNING")
+    p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser("run-program", help="run a verification program in the sandbox, print JSON")
     p.add_argument("file")
     g = p.add_mutually_exclusive_group(required=True)

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from prove_assets.defs import benchmark, checks, evaluation, evaluators, explorer, reports
+from prove_assets.defs import benchmark, checks, evaluation, evaluators, explorer, quality, reports
 from prove_assets.defs.registry import registry_sensor
 from prove_assets.defs.resources import (
     EmbeddingResource,
@@ -12,7 +12,7 @@ from prove_assets.defs.resources import (
     visual_entailment_from_env,
 )
 
-all_assets = dg.load_assets_from_modules([benchmark, evaluation, evaluators, reports, explorer])
+all_assets = dg.load_assets_from_modules([benchmark, evaluation, evaluators, reports, explorer, quality])
 all_checks = dg.load_asset_checks_from_modules([checks])
 
 # A run cannot mix shard and shard x model partitions, hence three jobs. The in-process
@@ -36,10 +36,17 @@ report = dg.define_asset_job(
     description="The leaderboard, the explorer (static HTML) and the figures.",
 )
 
+calibrate = dg.define_asset_job(
+    "calibrate",
+    selection=dg.AssetSelection.assets(quality.metric_calibration),
+    executor_def=dg.in_process_executor,
+    description="The scorers' calibration on injected hallucinations (`prove-assets calibrate`).",
+)
+
 defs = dg.Definitions(
     assets=all_assets,
     asset_checks=all_checks,
-    jobs=[build_benchmark, evaluate_models, report],
+    jobs=[build_benchmark, evaluate_models, report, calibrate],
     sensors=[registry_sensor],
     resources={
         "warehouse": WarehouseResource(),

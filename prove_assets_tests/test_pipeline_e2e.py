@@ -59,11 +59,12 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
         ev = run_groups(instance, res, "evaluation", partition_key=shard_model(model))
         assert ev.success
     scores = wh.read("response_scores")
-    gold = scores[scores["model"] == "gold"]
-    blind = scores[scores["model"] == "blind"]
-    assert len(gold) == (qa["verdict"] == "kept").sum()
-    assert gold["helpfulness"].min() > 0.99  # the answer itself recalls all its tuples
-    assert blind["truthfulness"].mean() < gold["truthfulness"].mean()
+    for scorer in ("paper", "strict"):
+        gold = scores[(scores["model"] == "gold") & (scores["scorer"] == scorer)]
+        blind = scores[(scores["model"] == "blind") & (scores["scorer"] == scorer)]
+        assert len(gold) == (qa["verdict"] == "kept").sum()
+        assert gold["helpfulness"].min() > 0.99  # the answer itself recalls all its tuples
+        assert blind["truthfulness"].mean() < gold["truthfulness"].mean()
 
     rep = run_groups(instance, res, "reports")
     assert rep.success
@@ -86,7 +87,8 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
     assert chain["generation_call"]["prompt_name"] == "generate_qa"
     assert chain["caption_tuples"]["count"] > 0 and chain["image"]["caption"]
     assert {m["model"] for m in chain["models"]} == {"gold", "blind"}
-    assert all(m["response"]["run_id"] and m["scores"]["run_id"] for m in chain["models"])
+    assert all(m["response"]["run_id"] and m["scores"]["paper"]["run_id"] for m in chain["models"])
+    assert all(set(m["scores"]) == {"paper", "strict"} for m in chain["models"])
     text = format_lineage(chain)
     assert "PROGRAM" in text and "def execute_command" in text and kept_id in text
 
@@ -108,6 +110,7 @@ def test_cli_reads_the_warehouse(instance, scripted_llm, prove_home, tmp_path, c
     main(["leaderboard", "--format", "json"])
     board = json.loads(capsys.readouterr().out)
     assert {r["subset"] for r in board} == {"simple", "complex", "full"} and board[0]["model"] == "gold"
+    assert {r["scorer"] for r in board} == {"paper", "strict"}
     main(["leaderboard"])
     assert "full H" in capsys.readouterr().out
 

@@ -80,6 +80,7 @@ def test_leaderboard_table_layout():
     scores = pd.DataFrame(
         [
             {
+                "scorer": "paper",
                 "model": "a",
                 "qa_id": "1",
                 "complexity": "simple",
@@ -91,6 +92,7 @@ def test_leaderboard_table_layout():
                 "question_type": "what color",
             },
             {
+                "scorer": "paper",
                 "model": "a",
                 "qa_id": "2",
                 "complexity": "complex",
@@ -102,6 +104,7 @@ def test_leaderboard_table_layout():
                 "question_type": "where is",
             },
             {
+                "scorer": "paper",
                 "model": "a",
                 "qa_id": "3",
                 "complexity": "complex",
@@ -114,14 +117,14 @@ def test_leaderboard_table_layout():
             },
         ]
     )
-    board = leaderboard_table(scores).set_index(["model", "subset"])
-    assert board.loc[("a", "simple"), "helpfulness"] == 100.0
-    assert board.loc[("a", "full"), "helpfulness"] == 50.0
-    assert board.loc[("a", "full"), "truthfulness"] == 50.0  # the no-claims response is excluded from T
-    assert board.loc[("a", "full"), "n"] == 2 and board.loc[("a", "full"), "errors"] == 1
-    assert board.loc[("a", "full"), "no_claims"] == 1
+    board = leaderboard_table(scores).set_index(["scorer", "model", "subset"])
+    assert board.loc[("paper", "a", "simple"), "helpfulness"] == 100.0
+    assert board.loc[("paper", "a", "full"), "helpfulness"] == 50.0
+    assert board.loc[("paper", "a", "full"), "truthfulness"] == 50.0  # the no-claims response is excluded from T
+    assert board.loc[("paper", "a", "full"), "n"] == 2 and board.loc[("paper", "a", "full"), "errors"] == 1
+    assert board.loc[("paper", "a", "full"), "no_claims"] == 1
     wide = wide_table(leaderboard_table(scores))
-    assert list(wide.columns[:4]) == ["model", "simple H", "simple T", "simple avg"]
+    assert list(wide.columns[:5]) == ["scorer", "model", "simple H", "simple T", "simple avg"]
 
 
 def test_question_type_is_first_two_words():

@@ -11,10 +11,10 @@ SUBSETS = ("simple", "complex", "full")
 
 
 def leaderboard_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, subset): H, T and their average in percent, as in PROVE Table 1,
-    with n scored responses, errors and responses that made no claim (no tuples)."""
+    """One row per (scorer, model, subset): H, T and their average in percent, as in PROVE
+    Table 1, with n scored responses, errors and responses that made no claim (no tuples)."""
     rows = []
-    for model, g in scores.groupby("model", sort=True):
+    for (scorer, model), g in scores.groupby(["scorer", "model"], sort=True):
         for subset in SUBSETS:
             sub = g if subset == "full" else g[g["complexity"] == subset]
             ok = sub[sub["error"].isna()]
@@ -22,6 +22,7 @@ def leaderboard_table(scores: pd.DataFrame) -> pd.DataFrame:
             t = ok["truthfulness"].mean() * 100 if ok["truthfulness"].notna().any() else float("nan")
             rows.append(
                 {
+                    "scorer": scorer,
                     "model": model,
                     "subset": subset,
                     "helpfulness": round(h, 1),
@@ -36,6 +37,7 @@ def leaderboard_table(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         rows,
         columns=[
+            "scorer",
             "model",
             "subset",
             "helpfulness",
@@ -50,12 +52,12 @@ def leaderboard_table(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def wide_table(board: pd.DataFrame) -> pd.DataFrame:
-    """Table 1's layout: a row per model, H/T/Avg for simple, complex, full."""
-    out = board.pivot(index="model", columns="subset", values=["helpfulness", "truthfulness", "average"])
+    """Table 1's layout: a row per (scorer, model), H/T/Avg for simple, complex, full."""
+    out = board.pivot(index=["scorer", "model"], columns="subset", values=["helpfulness", "truthfulness", "average"])
     cols = [(m, s) for s in SUBSETS for m in ("helpfulness", "truthfulness", "average")]
     out = out.reindex(columns=pd.MultiIndex.from_tuples(cols))
     out.columns = [f"{s} {'H' if m == 'helpfulness' else 'T' if m == 'truthfulness' else 'avg'}" for m, s in cols]
-    n = board[board["subset"] == "full"].set_index("model")["n"]
+    n = board[board["subset"] == "full"].set_index(["scorer", "model"])["n"]
     out["n"] = n
     return out.reset_index()
 
@@ -63,7 +65,7 @@ def wide_table(board: pd.DataFrame) -> pd.DataFrame:
 def by_question_type(scores: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     ok = scores[scores["error"].isna()]
     common = ok["question_type"].value_counts().head(top).index
-    g = ok[ok["question_type"].isin(common)].groupby(["question_type", "model"])
+    g = ok[ok["question_type"].isin(common)].groupby(["scorer", "question_type", "model"])
     out = g.agg(
         helpfulness=("helpfulness", "mean"), truthfulness=("truthfulness", "mean"), n=("qa_id", "count")
     ).reset_index()
@@ -72,10 +74,10 @@ def by_question_type(scores: pd.DataFrame, top: int = 10) -> pd.DataFrame:
 
 
 def hallucinated_objects(scores: pd.DataFrame, top: int = 15) -> pd.DataFrame:
-    counts: Counter[tuple[str, str]] = Counter()
+    counts: Counter[tuple[str, str, str]] = Counter()
     for r in scores[scores["error"].isna()].itertuples():
         for entity in json.loads(r.hallucinated_entities or "[]"):
-            counts[(r.model, entity)] += 1
-    rows = [{"model": m, "object": e, "count": c} for (m, e), c in counts.most_common()]
-    df = pd.DataFrame(rows, columns=["model", "object", "count"])
-    return df.groupby("model", group_keys=False).head(top).reset_index(drop=True) if len(df) else df
+            counts[(r.scorer, r.model, entity)] += 1
+    rows = [{"scorer": s, "model": m, "object": e, "count": c} for (s, m, e), c in counts.most_common()]
+    df = pd.DataFrame(rows, columns=["scorer", "model", "object", "count"])
+    return df.groupby(["scorer", "model"], group_keys=False).head(top).reset_index(drop=True) if len(df) else df

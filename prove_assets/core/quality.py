@@ -1,4 +1,4 @@
-"""Quality of LLM tuple extraction against hand-written gold tuples.
+"""Quality of the LLM steps against the sample's hand-written gold tuples.
 
 A predicted tuple matches a gold tuple of the same kind when their sentences (SceneTuple.text)
 embed with cosine >= `threshold`; matching is one-to-one, greedy by similarity. Precision,
@@ -6,12 +6,15 @@ recall and F1 are reported per kind (entity / attribute / relation)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from prove_assets.core.scoring import Embedder
-from prove_assets.core.tuples import SceneTuple
+from prove_assets.core.tuples import SceneTuple, parse_tuples
 
 KINDS = ("entity", "attribute", "relation")
 
@@ -33,23 +36,46 @@ def match_count(pred: Sequence[SceneTuple], gold: Sequence[SceneTuple], embedder
 
 
 def extraction_quality(
-    pred: Sequence[SceneTuple], gold: Sequence[SceneTuple], embedder: Embedder, threshold: float = 0.85
+    images: Sequence[tuple[Sequence[SceneTuple], Sequence[SceneTuple]]], embedder: Embedder, threshold: float = 0.85
 ) -> dict[str, dict[str, float]]:
-    """{kind: {precision, recall, f1, n_pred, n_gold, matched}} for one caption (or pooled)."""
+    """{kind: {precision, recall, f1, n_pred, n_gold, matched}} pooled over images, given
+    (predicted, gold) tuples per image; tuples match only within their own image."""
     out = {}
     for kind in KINDS:
-        p = [t for t in pred if t.kind == kind]
-        g = [t for t in gold if t.kind == kind]
-        m = match_count(p, g, embedder, threshold)
-        precision = m / len(p) if p else 0.0
-        recall = m / len(g) if g else 0.0
+        m = n_pred = n_gold = 0
+        for pred, gold in images:
+            p = list(dict.fromkeys(t for t in pred if t.kind == kind))
+            g = [t for t in gold if t.kind == kind]
+            m += match_count(p, g, embedder, threshold)
+            n_pred += len(p)
+            n_gold += len(g)
+        precision = m / n_pred if n_pred else 0.0
+        recall = m / n_gold if n_gold else 0.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
         out[kind] = {
             "precision": round(precision, 3),
             "recall": round(recall, 3),
             "f1": round(f1, 3),
-            "n_pred": len(p),
-            "n_gold": len(g),
+            "n_pred": n_pred,
+            "n_gold": n_gold,
             "matched": m,
         }
     return out
+
+
+@dataclass(frozen=True)
+class GoldImage:
+    """A hand-written caption with its hand-written gold tuples."""
+
+    image_id: str
+    caption: str
+    tuples: list[SceneTuple]
+
+
+def load_gold(sample_dir: Path) -> dict[str, GoldImage]:
+    """The sample's hand-written gold tuples, keyed by image id (`_note` skipped)."""
+    gold = json.loads((sample_dir / "gold_tuples.json").read_text())
+    captions = {
+        r["id"]: r["caption"] for r in map(json.loads, (sample_dir / "captions.jsonl").read_text().splitlines()) if r
+    }
+    return {k: GoldImage(k, captions[k], parse_tuples(v)) for k, v in gold.items() if not k.startswith("_")}

@@ -120,7 +120,12 @@ def paper_score(
         best, arg = _best(e_gt @ e_resp.T, axis=1)
         score.helpfulness = float(np.clip(best.mean(), 0.0, 1.0))
         score.answer_matches = [
-            {"answer_tuple": g, "best_response_tuple": resp_txt[j], "similarity": round(float(s), 4)}
+            {
+                "answer_tuple": g,
+                "best_response_tuple": resp_txt[j],
+                "similarity": round(float(s), 4),
+                "entailed": bool(s >= threshold),
+            }
             for g, j, s in zip(gt_txt, arg, best, strict=True)
         ]
     else:

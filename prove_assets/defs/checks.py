@@ -1,6 +1,7 @@
 """Asset checks: the benchmark's and the evaluation's invariants, partition-aware."""
 
 import dagster as dg
+import pandas as pd
 
 from prove_assets.defs.benchmark import verified_qa
 from prove_assets.defs.evaluation import kept_questions, model_responses, response_scores
@@ -95,4 +96,39 @@ def leaderboard_counts_match(warehouse: WarehouseResource) -> dg.AssetCheckResul
     bad = df[df["board_n"] != df["kept_n"]]
     return dg.AssetCheckResult(
         passed=bad.empty, metadata={"models": len(df), "mismatched": ", ".join(bad["model"]) or "none"}
+    )
+
+
+def known_answer_failures(board: pd.DataFrame) -> dict[str, list[str]]:
+    """Per scorer, what contradicts the known order of the reference responders on `full`:
+    `gold` (the verified answer itself) must be top on helpfulness, and `blind` (no image, no
+    caption) below `caption-oracle` on truthfulness. Models not on the board are not judged."""
+    out: dict[str, list[str]] = {}
+    for scorer, g in board[board["subset"] == "full"].groupby("scorer"):
+        by_model = g.set_index("model")
+        problems = []
+        if "gold" in by_model.index and len(by_model) > 1:
+            top = by_model["helpfulness"].max()
+            if by_model.loc["gold", "helpfulness"] < top:
+                leader = by_model["helpfulness"].idxmax()
+                problems.append(f"gold H {by_model.loc['gold', 'helpfulness']} is below {leader} ({top})")
+        if {"blind", "caption-oracle"} <= set(by_model.index):
+            blind, oracle = by_model.loc["blind", "truthfulness"], by_model.loc["caption-oracle", "truthfulness"]
+            if not blind < oracle:
+                problems.append(f"blind T {blind} is not below caption-oracle T {oracle}")
+        out[str(scorer)] = problems
+    return out
+
+
+@dg.asset_check(
+    asset=leaderboard,
+    description="Known answers: gold is top on helpfulness and blind is below caption-oracle on truthfulness, "
+    "for every scorer (a scorer that gets these wrong cannot rank real models).",
+)
+def reference_models_in_known_order(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    board = warehouse.get().read("leaderboard")
+    failures = known_answer_failures(board) if len(board) else {}
+    return dg.AssetCheckResult(
+        passed=not any(failures.values()),
+        metadata={scorer: "; ".join(p) or "as expected" for scorer, p in failures.items()} or {"leaderboard": "empty"},
     )

@@ -1,7 +1,7 @@
 """Evaluation (PROVE section 4), one shard x model per partition."""
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -11,7 +11,8 @@ import pandas as pd
 from prove_assets.backends.llm import LLMGateway, LLMSettings
 from prove_assets.backends.responders import Question, load_models, respond
 from prove_assets.config import models_file, prompts_dir
-from prove_assets.core.scoring import paper_score, question_type
+from prove_assets.core.scoring import Score, paper_score, question_type
+from prove_assets.core.strict import StrictEntailment, strict_score, strict_scorer_version
 from prove_assets.defs.benchmark import (
     answer_tuples,
     caption_tuples,
@@ -139,52 +140,52 @@ def response_tuples(
     return extract_and_write(context, wh, llm, "response_tuples", texts, keys, ["qa_id", "image_id"], "responses")
 
 
-def _score_row(
+def _score_rows(
     r: Any,
     qa: pd.DataFrame,
     gt: dict,
     caption: dict,
     rtuples: dict,
     failed_extraction: set,
-    embedder: Any,
+    scorers: dict[str, Callable[..., Score]],
     judge: Any,
     truth_source: str,
-) -> dict[str, Any]:
-    """Score one response row (see prove_assets.core.scoring for the definitions)."""
+) -> list[dict[str, Any]]:
+    """Score one response row with every scorer (see prove_assets.core.scoring and .strict)."""
     q = qa.loc[r.qa_id] if r.qa_id in qa.index else None
     base = {
         "qa_id": r.qa_id,
         "image_id": r.image_id,
-        "scorer": "paper",
         "truth_source": truth_source,
         "complexity": q["complexity"] if q is not None else None,
         "question_type": question_type(q["question"]) if q is not None else None,
     }
     error = r.error or ("response tuple extraction failed" if r.qa_id in failed_extraction else None)
     if error or q is None:
-        return {**base, "error": error or "QA pair no longer kept"}
-    s = paper_score(
-        q["question"],
-        gt.get(r.qa_id, []),
-        rtuples.get(r.qa_id, []),
-        caption.get(r.image_id, []),
-        embedder,
-        threshold=HALLUCINATION_THRESHOLD,
-        image_entailment=judge.for_image(q["path"]) if judge is not None else None,
-    )
-    return {
-        **base,
-        "helpfulness": s.helpfulness,
-        "truthfulness": s.truthfulness,
-        "edge_case": s.edge_case,
-        "n_answer_tuples": s.n_answer_tuples,
-        "n_response_tuples": s.n_response_tuples,
-        "answer_matches": json.dumps(s.answer_matches),
-        "response_support": json.dumps(s.response_support),
-        "hallucinated": json.dumps(s.hallucinated),
-        "hallucinated_entities": json.dumps(s.hallucinated_entities),
-        "error": None,
-    }
+        return [{**base, "scorer": name, "error": error or "QA pair no longer kept"} for name in scorers]
+    image_entailment = judge.for_image(q["path"]) if judge is not None else None
+    rows = []
+    for name, score in scorers.items():
+        s = score(
+            q["question"], gt.get(r.qa_id, []), rtuples.get(r.qa_id, []), caption.get(r.image_id, []), image_entailment
+        )
+        rows.append(
+            {
+                **base,
+                "scorer": name,
+                "helpfulness": s.helpfulness,
+                "truthfulness": s.truthfulness,
+                "edge_case": s.edge_case,
+                "n_answer_tuples": s.n_answer_tuples,
+                "n_response_tuples": s.n_response_tuples,
+                "answer_matches": json.dumps(s.answer_matches),
+                "response_support": json.dumps(s.response_support),
+                "hallucinated": json.dumps(s.hallucinated),
+                "hallucinated_entities": json.dumps(s.hallucinated_entities),
+                "error": None,
+            }
+        )
+    return rows
 
 
 SCORE_COLUMNS = [
@@ -212,7 +213,12 @@ SCORE_COLUMNS = [
     partitions_def=shard_model_partitions,
     deps=[response_tuples, model_responses, _dep(answer_tuples), _dep(caption_tuples), _dep(verified_qa)],
     pool="duckdb",
-    code_version=code_version(["visual_entailment"], scorer="paper", threshold=HALLUCINATION_THRESHOLD),
+    code_version=code_version(
+        ["visual_entailment"],
+        scorers="paper,strict",
+        threshold=HALLUCINATION_THRESHOLD,
+        strict=strict_scorer_version(),
+    ),
     kinds={"duckdb"},
 )
 def response_scores(
@@ -223,8 +229,10 @@ def response_scores(
 ) -> dg.MaterializeResult:
     """Helpfulness = recall of the ground-truth answer tuples in the response; truthfulness =
     precision of the response tuples against the caption's scene graph (or the image, when a
-    visual-entailment backend is configured). Per-tuple matches and similarities are kept, and
-    the response tuples counted as hallucinated."""
+    visual-entailment backend is configured). Two rows per response, one per scorer: `paper`
+    (the paper's soft embedding similarity) and `strict` (entities matched by embedding, then
+    attribute values, relation predicate and direction, and numbers checked explicitly).
+    Per-tuple matches are kept, and the response tuples counted as hallucinated."""
     wh = warehouse.get()
     part = partition_columns(context)
     shard = part["shard"]
@@ -238,30 +246,35 @@ def response_scores(
     embedder = embeddings.get()
     # One batched, de-duplicated encoding of every tuple in the partition; scoring then reads the memo.
     embedder.encode(sorted({t.text for group in (gt, caption, rtuples) for ts in group.values() for t in ts}))
+    strict = StrictEntailment(embedder)
+    scorers: dict[str, Callable[..., Score]] = {
+        "paper": lambda q, a, r, c, ve: paper_score(q, a, r, c, embedder, HALLUCINATION_THRESHOLD, ve),
+        "strict": lambda q, a, r, c, ve: strict_score(q, a, r, c, strict, ve),
+    }
     rows: list[dict[str, Any]] = []
     with visual_entailment.judge(wh, context) as judge:
         for r in resp.itertuples():
-            rows.append(
-                _score_row(
-                    r, qa, gt, caption, rtuples, failed_extraction, embedder, judge, visual_entailment.truth_source
+            rows.extend(
+                _score_rows(
+                    r, qa, gt, caption, rtuples, failed_extraction, scorers, judge, visual_entailment.truth_source
                 )
             )
     df = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     df["helpfulness"] = df["helpfulness"].astype(float)
     df["truthfulness"] = df["truthfulness"].astype(float)
+    means = df.groupby("scorer")[["helpfulness", "truthfulness"]].mean().round(4)
     return write_partition(
         context,
         wh,
         "response_scores",
         df,
         {
-            "helpfulness": dg.MetadataValue.float(
-                round(float(df["helpfulness"].mean()), 4) if df["helpfulness"].notna().any() else 0.0
-            ),
-            "truthfulness": dg.MetadataValue.float(
-                round(float(df["truthfulness"].mean()), 4) if df["truthfulness"].notna().any() else 0.0
-            ),
-            "scored": dg.MetadataValue.int(int(df["error"].isna().sum())),
-            "errors": dg.MetadataValue.int(int(df["error"].notna().sum())),
+            **{
+                f"{measure}_{scorer}": dg.MetadataValue.float(float(v) if v == v else 0.0)
+                for scorer, row in means.iterrows()
+                for measure, v in row.items()
+            },
+            "scored": dg.MetadataValue.int(int(df.loc[df["scorer"] == "paper", "error"].isna().sum())),
+            "errors": dg.MetadataValue.int(int(df.loc[df["scorer"] == "paper", "error"].notna().sum())),
         },
     )

@@ -56,10 +56,12 @@ def qa_lineage(wh: Warehouse, qa_id: str) -> dict[str, Any]:
     responses = wh.read("model_responses", {"qa_id": qa_id})
     for resp in _records(responses):
         part = {"qa_id": qa_id, "model": resp["model"]}
-        score = _one(wh, "response_scores", part) or {}
-        for key in ("answer_matches", "response_support", "hallucinated", "hallucinated_entities"):
-            if isinstance(score.get(key), str):
-                score[key] = json.loads(score[key])
+        scores = {}
+        for score in _records(wh.read("response_scores", part)):
+            for key in ("answer_matches", "response_support", "hallucinated", "hallucinated_entities"):
+                if isinstance(score.get(key), str):
+                    score[key] = json.loads(score[key])
+            scores[score.get("scorer") or "paper"] = score
         models.append(
             {
                 "model": resp["model"],
@@ -67,7 +69,7 @@ def qa_lineage(wh: Warehouse, qa_id: str) -> dict[str, Any]:
                 "response": resp,
                 "response_call": _call(wh, resp.get("call_id")),
                 "response_tuples": [t["text"] for t in _records(wh.read("response_tuples", part)) if t.get("text")],
-                "scores": score,
+                "scores": scores,
             }
         )
     return {
@@ -123,24 +125,31 @@ def format_lineage(d: dict[str, Any]) -> str:
         f"ANSWER TUPLES  {'; '.join(d['answer_tuples'])}",
     ]
     for m in d["models"]:
-        s, r = m["scores"], m["response"]
+        r = m["response"]
+        runs = ", ".join(sorted({str(s.get("run_id")) for s in m["scores"].values()}))
         out += [
             "",
             f"MODEL {m['model']}  partition {m['partition']}",
-            f"  runs: model_responses {r.get('run_id')}, response_scores {s.get('run_id')}",
+            f"  runs: model_responses {r.get('run_id')}, response_scores {runs}",
             f"  response: {r.get('response')}" + (f"   ERROR {r.get('error')}" if r.get("error") else ""),
             f"  response call: {r.get('call_id')}",
             f"  response tuples: {'; '.join(m['response_tuples'])}",
-            f"  helpfulness {s.get('helpfulness')}  truthfulness {s.get('truthfulness')}",
-            f"  edge case {s.get('edge_case')}",
         ]
-        for match in s.get("answer_matches") or []:
-            best, sim = match["best_response_tuple"], match["similarity"]
-            out.append(f"    answer tuple '{match['answer_tuple']}' <- '{best}' ({sim})")
-        for sup in s.get("response_support") or []:
-            flag = "HALLUCINATED" if sup["response_tuple"] in (s.get("hallucinated") or []) else "supported"
-            out.append(
-                f"    response tuple '{sup['response_tuple']}' ~ caption '{sup['best_caption_tuple']}' "
-                f"({sup['caption_similarity']}) {flag}"
-            )
+        for scorer, s in m["scores"].items():
+            out += [
+                f"  [{scorer}] helpfulness {s.get('helpfulness')}  truthfulness {s.get('truthfulness')}"
+                + (f"  edge case {s.get('edge_case')}" if s.get("edge_case") else "")
+                + (f"  ERROR {s.get('error')}" if s.get("error") else ""),
+            ]
+            for match in s.get("answer_matches") or []:
+                how = match.get("similarity", match.get("reason"))
+                mark = "" if match.get("entailed", True) else "  MISSED"
+                out.append(
+                    f"    answer tuple '{match['answer_tuple']}' <- '{match['best_response_tuple']}' ({how}){mark}"
+                )
+            for sup in s.get("response_support") or []:
+                flag = "HALLUCINATED" if sup["response_tuple"] in (s.get("hallucinated") or []) else "supported"
+                how = sup.get("caption_similarity", sup.get("reason"))
+                best = sup["best_caption_tuple"]
+                out.append(f"    response tuple '{sup['response_tuple']}' ~ caption '{best}' ({how}) {flag}")
     return "\n".join(out)

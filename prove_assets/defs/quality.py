@@ -1,0 +1,235 @@
+"""How far to trust the numbers: the judge calibrated on injected hallucinations, and the LLM
+steps of construction measured against the sample's hand-written gold tuples."""
+
+
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from prove_assets.config import SAMPLE_DIR
+from prove_assets.core.calibration import Source, calibration_version, evaluate, make_cases, summarize
+from prove_assets.core.quality import KINDS, extraction_quality, load_gold
+from prove_assets.core.scene_graph import SceneGraph
+from prove_assets.core.scoring import paper_score
+from prove_assets.core.strict import StrictEntailment, strict_score, strict_scorer_version
+from prove_assets.defs.benchmark import answer_tuples, caption_tuples, images, tuples_by, verified_qa
+from prove_assets.defs.common import content_version, markdown_table
+from prove_assets.defs.resources import EmbeddingResource, SandboxResource, WarehouseResource
+from prove_assets.defs.settings import ANSWER_MATCH_THRESHOLD, HALLUCINATION_THRESHOLD
+from prove_assets.storage.warehouse import SCHEMA, Warehouse
+
+
+def _replace_table(wh: Warehouse, table: str, df: pd.DataFrame, run_id: str) -> None:
+    with wh.connect() as con:
+        con.register("incoming", df)
+        con.execute(f"CREATE OR REPLACE TABLE {SCHEMA}.{table} AS SELECT *, ? AS run_id FROM incoming", [run_id])
+        con.unregister("incoming")
+
+
+def calibration_sources(wh: Warehouse) -> list[Source]:
+    """Faithful responses to perturb: every kept QA pair's answer tuples against its caption's
+    tuples (what the pipeline built), and every fact of the hand-written gold tuples against
+    the rest of its image's gold tuples (many more cases, with exact ground truth)."""
+    sources = []
+    for gold in load_gold(SAMPLE_DIR).values():
+        entities = {t.entity: t for t in gold.tuples if t.kind == "entity"}
+        for i, fact in enumerate(t for t in gold.tuples if t.kind != "entity"):
+            named = [entities[e] for e in (fact.entity, fact.target) if e in entities]
+            sources.append(Source(f"gold:{gold.image_id}:{i}", "", (*named, fact), tuple(gold.tuples), gold.caption))
+    qa = wh.read("verified_qa")
+    if qa.empty:
+        return sources
+    kept = qa[qa["verdict"] == "kept"]
+    answers = tuples_by(wh.read("answer_tuples"), "qa_id")
+    captions = tuples_by(wh.read("caption_tuples"), "image_id")
+    caption_text = dict(wh.read("images")[["image_id", "caption"]].itertuples(index=False))
+    for r in kept.itertuples():
+        if answers.get(r.qa_id) and captions.get(r.image_id):
+            src = Source(
+                f"kept:{r.qa_id}",
+                r.question,
+                tuple(answers[r.qa_id]),
+                tuple(captions[r.image_id]),
+                caption_text.get(r.image_id, ""),
+            )
+            sources.append(src)
+    return sources
+
+
+@dg.asset(
+    group_name="reports",
+    deps=[answer_tuples, caption_tuples, verified_qa],
+    pool="duckdb",
+    code_version=f"{calibration_version()}-{strict_scorer_version()}-{HALLUCINATION_THRESHOLD}",
+    kinds={"duckdb"},
+)
+def metric_calibration(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, embeddings: EmbeddingResource
+) -> dg.MaterializeResult:
+    """How well each scorer catches hallucinations with known labels: faithful responses (kept
+    answers' tuples; hand-written gold facts) get one controlled perturbation each (attribute
+    value swapped, relation reversed, count changed, absent entity added, a fact dropped, or a
+    faithful paraphrase) and are scored by the paper-faithful and the strict scorer. Per
+    perturbation type: detection recall, false-alarm rate on paraphrases, mean change of H and T."""
+    wh = warehouse.get()
+    embedder = embeddings.get()
+    sources = calibration_sources(wh)
+    cases = make_cases(sources)
+    # One batched encoding of every tuple sentence and entity name the scorers will compare.
+    texts = {t.text for c in cases for t in (*c.source.answer, *c.source.reference, *c.response)}
+    texts |= {t.entity for c in cases for t in (*c.source.reference, *c.response)}
+    embedder.encode(sorted(texts))
+    strict = StrictEntailment(embedder)
+    scorers = {
+        "paper": lambda q, a, r, c: paper_score(q, a, r, c, embedder, threshold=HALLUCINATION_THRESHOLD),
+        "strict": lambda q, a, r, c: strict_score(q, a, r, c, strict),
+    }
+    results = evaluate(cases, scorers)
+    summary = summarize(results)
+    context.log.info(f"calibration: {len(cases)} perturbed responses from {len(sources)} faithful ones")
+    _replace_table(wh, "metric_calibration", summary, context.run.run_id)
+    _replace_table(wh, "metric_calibration_cases", results, context.run.run_id)
+    missed = results[
+        (results["scorer"] == "strict") & (results["flagged"] == (results["perturbation"] == "paraphrase"))
+    ]
+    return dg.MaterializeResult(
+        metadata={
+            "calibration": dg.MetadataValue.md(markdown_table(summary)),
+            "cases": dg.MetadataValue.int(len(cases)),
+            "sources": dg.MetadataValue.json(
+                {
+                    "kept_qa_pairs": sum(s.source.startswith("kept:") for s in sources),
+                    "gold_facts": sum(s.source.startswith("gold:") for s in sources),
+                }
+            ),
+            "strict_scorer_misses": dg.MetadataValue.md(
+                markdown_table(missed[["perturbation", "change", "source"]].head(20))
+            ),
+            "table": dg.MetadataValue.text(f"{SCHEMA}.metric_calibration (cases: {SCHEMA}.metric_calibration_cases)"),
+        },
+        data_version=content_version(summary),
+    )
+
+
+def _llm_model_of_calls(wh: Warehouse) -> dict[str, str]:
+    calls = wh.query(f"SELECT call_id, model FROM {SCHEMA}.llm_calls") if _has_table(wh, "llm_calls") else None
+    return dict(calls.itertuples(index=False)) if calls is not None else {}
+
+
+def _has_table(wh: Warehouse, table: str) -> bool:
+    with wh.connect(read_only=True) as con:
+        return wh.table_exists(con, table)
+
+
+@dg.asset(
+    group_name="reports",
+    deps=[caption_tuples, verified_qa, images],
+    pool="duckdb",
+    code_version="1",
+    kinds={"duckdb", "python"},
+)
+def construction_quality(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    embeddings: EmbeddingResource,
+    sandbox: SandboxResource,
+) -> dg.MaterializeResult:
+    """The LLM steps of construction against the sample's hand-written gold tuples, per LLM
+    model: tuple extraction precision / recall / F1 (entities, attributes, relations), and the
+    share of kept QA pairs whose program, run on the gold scene graph, still gives the kept
+    answer. Only images whose caption is a hand-written sample caption are measured. Rows of
+    other LLM models are kept, so swapping the LLM shows its effect side by side."""
+    wh = warehouse.get()
+    embedder = embeddings.get()
+    gold = load_gold(SAMPLE_DIR)
+    imgs = wh.read("images")
+    imgs = imgs[imgs["status"] == "ok"] if len(imgs) else imgs
+    measured = {
+        r.image_id: gold[r.image_id]
+        for r in imgs.itertuples()
+        if r.image_id in gold and r.caption == gold[r.image_id].caption
+    }
+    if not measured:
+        context.log.warning("no image with hand-written gold tuples in the warehouse: nothing to measure")
+        return dg.MaterializeResult(metadata={"images": dg.MetadataValue.int(0)}, data_version=dg.DataVersion("empty"))
+    models = _llm_model_of_calls(wh)
+    ct = wh.read("caption_tuples", {"image_id": list(measured)})
+    ct = ct[ct["error"].isna()]
+    ct["llm_model"] = ct["call_id"].map(models).fillna("unknown")
+    qa = wh.read("verified_qa", {"image_id": list(measured)})
+    kept = qa[qa["verdict"] == "kept"] if len(qa) else qa
+    if len(kept):
+        kept = kept.assign(llm_model=kept["call_id"].map(models).fillna("unknown"))
+        with sandbox.open() as sb:
+            runs = sb.run_many(
+                [
+                    (r.program, SceneGraph.from_tuples(gold[r.image_id].caption, gold[r.image_id].tuples).to_json())
+                    for r in kept.itertuples()
+                ]
+            )
+        outputs = [r.output if r.ok else "" for r in runs]
+        sims = (embedder.encode(kept["answer"].tolist()) * embedder.encode([o or "" for o in outputs])).sum(axis=1)
+        kept = kept.assign(gold_output=outputs, gold_similarity=sims.round(4), gold_verdict=[r.verdict for r in runs])
+        kept["still_answers"] = kept["gold_similarity"] >= ANSWER_MATCH_THRESHOLD
+    rows: list[dict[str, Any]] = []
+    for model, g in ct.groupby("llm_model"):
+        pred = tuples_by(g, "image_id")
+        q = extraction_quality([(pred.get(i, []), gi.tuples) for i, gi in measured.items()], embedder)
+        for kind in KINDS:
+            rows.append(
+                {"llm_model": model, "measure": "tuple_extraction", "kind": kind, **q[kind], "images": len(measured)}
+            )
+    for model, g in kept.groupby("llm_model") if len(kept) else []:
+        rows.append(
+            {
+                "llm_model": model,
+                "measure": "program_on_gold",
+                "kind": "kept_qa_pairs",
+                "share": round(float(g["still_answers"].mean()), 3),
+                "matched": int(g["still_answers"].sum()),
+                "n_pred": len(g),
+                "images": len(measured),
+            }
+        )
+    columns = [
+        "llm_model",
+        "measure",
+        "kind",
+        "precision",
+        "recall",
+        "f1",
+        "share",
+        "n_pred",
+        "n_gold",
+        "matched",
+        "images",
+    ]
+    df = pd.DataFrame(rows, columns=columns)
+    for model, g in df.groupby("llm_model"):
+        wh.replace_partition("construction_quality", g.assign(run_id=context.run.run_id), {"llm_model": str(model)})
+    pairs = (
+        kept[
+            [
+                "qa_id",
+                "llm_model",
+                "question",
+                "answer",
+                "program_output",
+                "gold_output",
+                "gold_similarity",
+                "still_answers",
+            ]
+        ]
+        if len(kept)
+        else kept
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "quality": dg.MetadataValue.md(markdown_table(df.drop(columns=["images"]))),
+            "programs_on_gold": dg.MetadataValue.md(markdown_table(pairs) if len(pairs) else "_no kept pairs_"),
+            "images": dg.MetadataValue.int(len(measured)),
+            "table": dg.MetadataValue.text(f"{SCHEMA}.construction_quality (one partition per llm_model)"),
+        },
+        data_version=content_version(df),
+    )
