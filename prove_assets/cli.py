@@ -230,16 +230,21 @@ def cmd_compare_evaluators(args: argparse.Namespace) -> None:
     from prove_assets.core.evaluators import agreement_vs_prove
 
     wh = Warehouse(warehouse_path())
-    per_model, corr, consistency = (
+    per_model, corr, consistency, injected = (
         wh.read(t).drop(columns=["run_id"], errors="ignore")
-        for t in ("evaluator_agreement", "evaluator_correlations", "judge_consistency")
+        for t in ("evaluator_agreement", "evaluator_correlations", "judge_consistency", "evaluator_calibration")
     )
     if per_model.empty:
         raise SystemExit("no evaluator agreement yet: run `make demo` (or materialize evaluator_agreement)")
     if args.format == "json":
         out = {
             name: json.loads(df.to_json(orient="records"))
-            for name, df in (("per_model", per_model), ("correlations", corr), ("self_consistency", consistency))
+            for name, df in (
+                ("per_model", per_model),
+                ("correlations", corr),
+                ("self_consistency", consistency),
+                ("injected_hallucinations", injected),
+            )
         }
         print(json.dumps(out, indent=2))
         return
@@ -249,6 +254,8 @@ def cmd_compare_evaluators(args: argparse.Namespace) -> None:
     _print_df(agreement_vs_prove(corr).dropna(axis=1, how="all"))
     print("\nJudge self-consistency (k repeated judgements at temperature > 0, different seeds):")
     _print_df(consistency)
+    print("\nInjected hallucinations (calibration cases): share flagged (recall; false alarms for paraphrases):")
+    _print_df(injected)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -730,3 +730,64 @@ def consistency_table(judges: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+# --- injected hallucinations (the calibration cases of prove_assets.core.calibration) ---------
+def render_tuples(tuples: Iterable[Any]) -> str:
+    """A response made of tuples as text: one short sentence per tuple (`SceneTuple.text`)."""
+    return " ".join(f"{t.text}." for t in tuples)
+
+
+def evaluate_perturbations(cases: Iterable[Any]) -> pd.DataFrame:
+    """The deterministic evaluators on the calibration cases (faithful responses with one known
+    perturbation each; `prove_assets.core.calibration.Case`). Both the faithful response and the
+    perturbed one are rendered as text from their tuples; the faithful one is the reference.
+    Flagged: VQA match below 1 (an exact match no longer), token F1 below the guide's 0.9 pass
+    mark, CHAIR naming a hallucinated object the faithful response did not. For a paraphrase
+    (no hallucination) a flag is a false alarm."""
+    rows = []
+    for case in cases:
+        faithful = render_tuples(case.source.answer)
+        perturbed = render_tuples(case.response)
+        entities = [t.entity for t in case.source.reference if t.kind == "entity"] or [
+            t.entity for t in case.source.reference
+        ]
+        before = set(chair(faithful, entities).hallucinated)
+        after = chair(perturbed, entities)
+        vqa = vqa_match(perturbed, [faithful]).score
+        f1 = token_f1(perturbed, faithful).f1
+        new_objects = [o for o in after.hallucinated if o not in before]
+        for evaluator, flagged, value in (
+            ("VQA match", vqa < 1.0, vqa),
+            ("token F1", f1 < 0.9, f1),
+            ("CHAIR", bool(new_objects), len(new_objects)),
+        ):
+            rows.append(
+                {
+                    "case_id": case.case_id,
+                    "evaluator": evaluator,
+                    "perturbation": case.perturbation,
+                    "flagged": flagged,
+                    "value": round(float(value), 4),
+                }
+            )
+    return pd.DataFrame(rows, columns=["case_id", "evaluator", "perturbation", "flagged", "value"])
+
+
+def perturbation_summary(results: pd.DataFrame, prove: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per perturbation type, each evaluator's detection recall (false-alarm rate for the
+    paraphrases), beside PROVE's scorers from `metric_calibration` when given."""
+    if results.empty:
+        return pd.DataFrame(columns=["perturbation", "n"])
+    rate = results.groupby(["perturbation", "evaluator"], sort=False)["flagged"].mean().unstack("evaluator")
+    out = rate.round(3)
+    out.insert(0, "n", results[results["evaluator"] == results["evaluator"].iloc[0]].groupby("perturbation").size())
+    if prove is not None and len(prove) and {"scorer", "perturbation"} <= set(prove.columns):
+        measure = prove["detection_recall"].fillna(prove["false_alarm_rate"])
+        pv = prove.assign(measure=measure).pivot_table(index="perturbation", columns="scorer", values="measure")
+        pv.columns = [f"PROVE {c}" for c in pv.columns]
+        out = pv.join(out, how="right")
+        out = out[["n", *[c for c in out.columns if c != "n"]]]
+    out = out.reset_index()
+    out["measure"] = out["perturbation"].map(lambda p: "false alarms" if p == "paraphrase" else "recall")
+    return out

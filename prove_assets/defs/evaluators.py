@@ -27,6 +27,7 @@ from pydantic import Field
 from prove_assets.backends.llm import LLMGateway, LLMRequest, LLMResult, LLMSettings
 from prove_assets.backends.responders import image_data_url, load_models
 from prove_assets.config import LEDGER_PATH, models_file, prompts_dir
+from prove_assets.core.calibration import make_cases
 from prove_assets.core.evaluators import (
     EVALUATORS,
     JUDGE_SCHEMA,
@@ -34,10 +35,12 @@ from prove_assets.core.evaluators import (
     chair,
     chair_summary,
     consistency_table,
+    evaluate_perturbations,
     is_text_question,
     model_level_scores,
     parse_judgement,
     per_model_table,
+    perturbation_summary,
     rank_correlations,
     response_table,
     spread,
@@ -52,6 +55,7 @@ from prove_assets.defs.benchmark import answer_tuples, images, scene_graphs, ver
 from prove_assets.defs.common import content_version, markdown_table, write_partition
 from prove_assets.defs.evaluation import kept_questions, model_responses, response_scores
 from prove_assets.defs.partitions import partition_columns, same_shard, shard_model_partitions
+from prove_assets.defs.quality import calibration_sources, metric_calibration
 from prove_assets.defs.resources import LLMResource, WarehouseResource, progress_logger
 from prove_assets.defs.settings import code_version
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
@@ -293,17 +297,28 @@ def run_judge(
     use_ledger: bool,
 ) -> tuple[list[LLMResult], list[list[LLMResult]], int, int]:
     """The judgement at the settings' temperature (0 by default), then `samples` more at
-    `temperature` with seeds 1..k, each through a recorded, cached gateway. Returns the
-    judgements, the samples per request, requests sent and answered from the cache."""
+    `temperature` with seeds 1..k, through one recorded, cached gateway (each variant's requests
+    hash as if sent by a gateway with those settings). The embedded model gets one item at a
+    time through every variant, so llama.cpp reuses the prompt it has just read (most of a
+    judge request's cost); a remote endpoint gets each variant as one concurrent batch.
+    Returns the judgements, the samples per request, requests sent and answered from the cache."""
     ledger = LEDGER_PATH if use_ledger and settings.embedded else None
-    sent = cached = 0
-    runs: list[list[LLMResult]] = []
     variants = [settings] + [replace(settings, temperature=temperature, seed=s) for s in range(1, samples + 1)]
-    for i, s in enumerate(variants):
-        label = f"{kind} judge" + (f" sample {i}/{samples}" if i else "")
-        with LLMGateway(s, wh, run_id=context.run.run_id, ledger=ledger, log=context.log.info) as gw:
-            runs.append(gw.run(requests, progress_logger(context, label)))
-            sent, cached = sent + gw.sent, cached + gw.cached
+    runs: list[list[Any]] = [[None] * len(requests) for _ in variants]
+    progress = progress_logger(context, f"{kind} judge (1 + {samples} samples each)")
+    with LLMGateway(settings, wh, run_id=context.run.run_id, ledger=ledger, log=context.log.info) as gw:
+        if settings.embedded:
+            for j, request in enumerate(requests):
+                for v, variant in enumerate(variants):
+                    gw.settings = variant  # temperature and seed of this variant's request body
+                    runs[v][j] = gw.run([request])[0]
+                progress(j + 1, len(requests))
+        else:
+            for v, variant in enumerate(variants):
+                gw.settings = variant
+                runs[v] = gw.run(requests)
+                progress(v + 1, len(variants))
+        sent, cached = gw.sent, gw.cached
     per_request = [[run[j] for run in runs[1:]] for j in range(len(requests))]
     return runs[0], per_request, sent, cached
 
@@ -442,7 +457,11 @@ def agreement_tables(wh: Warehouse, registered: set[str]) -> dict[str, pd.DataFr
         evaluator_b=raw["evaluator_b"].map(lambda c: EVALUATORS.get(c, c)),
     )
     per_model = per_model_table(responses) if len(responses) else pd.DataFrame(columns=["model", "n"])
+    cal = wh.read("metric_calibration")
+    cases = make_cases(calibration_sources(wh))
+    injected = perturbation_summary(evaluate_perturbations(cases), cal if len(cal) else None)
     return {
+        "injected_hallucinations": injected,
         "per_model": per_model,
         "correlations": corr,
         "vs_prove": agreement_vs_prove(corr),
@@ -455,12 +474,13 @@ AGREEMENT_TABLES = {
     "per_model": "evaluator_agreement",
     "correlations": "evaluator_correlations",
     "self_consistency": "judge_consistency",
+    "injected_hallucinations": "evaluator_calibration",
 }
 
 
 @dg.asset(
     group_name="reports",
-    deps=[response_scores, evaluator_scores, judge_scores],
+    deps=[response_scores, evaluator_scores, judge_scores, metric_calibration],
     pool="duckdb",
     code_version="agreement-1",
     kinds={"duckdb"},
@@ -469,8 +489,10 @@ def evaluator_agreement(context: dg.AssetExecutionContext, warehouse: WarehouseR
     """How the guide's evaluators agree with PROVE on the same responses: per model each
     evaluator's score beside PROVE's H and T; Spearman and Kendall rank correlations between
     evaluators across models and across responses (QA pair x model); and each judge's
-    self-consistency (spread of k repeated judgements at temperature > 0). Tables
-    prove.evaluator_agreement, prove.evaluator_correlations, prove.judge_consistency."""
+    self-consistency (spread of k repeated judgements at temperature > 0); and how the
+    deterministic evaluators react to the calibration's injected hallucinations (detection
+    recall, false alarms on paraphrases) beside PROVE's scorers. Tables prove.evaluator_agreement,
+    prove.evaluator_correlations, prove.judge_consistency, prove.evaluator_calibration."""
     wh = warehouse.get()
     registered = set(load_models(models_file()))
     tables = agreement_tables(wh, registered)
@@ -492,6 +514,7 @@ def evaluator_agreement(context: dg.AssetExecutionContext, warehouse: WarehouseR
             "agreement_with_prove": dg.MetadataValue.md(markdown_table(tables["vs_prove"])),
             "correlations_across_responses": dg.MetadataValue.md(markdown_table(responses_corr)),
             "judge_self_consistency": dg.MetadataValue.md(markdown_table(tables["self_consistency"])),
+            "injected_hallucinations": dg.MetadataValue.md(markdown_table(tables["injected_hallucinations"])),
             "responses": dg.MetadataValue.int(len(tables["responses"])),
         },
         data_version=content_version(pd.concat([tables[k] for k in AGREEMENT_TABLES], keys=list(AGREEMENT_TABLES))),
