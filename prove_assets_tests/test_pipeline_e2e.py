@@ -70,6 +70,17 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
     assert rep.success
     board = wh.read("leaderboard")
     assert set(board["model"]) == {"gold", "blind"}
+    # How far to trust it: both scorers calibrated on injected hallucinations, and construction
+    # measured against the hand-written gold tuples of the two sample captions.
+    calibration = wh.read("metric_calibration")
+    assert set(calibration["scorer"]) == {"paper", "strict"} and calibration["n"].min() > 0
+    assert {"attribute_swap", "relation_reverse", "absent_entity", "drop_fact", "paraphrase"} <= set(
+        calibration["perturbation"]
+    )
+    quality = wh.read("construction_quality")
+    extraction = quality[quality["measure"] == "tuple_extraction"]
+    assert set(extraction["kind"]) == {"entity", "attribute", "relation"} and (extraction["images"] == 2).all()
+    assert extraction["f1"].between(0, 1).all() and (extraction["n_gold"] > 0).all()
 
     # Re-running the construction sends no request: everything is in the call cache.
     again = run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")

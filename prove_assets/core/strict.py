@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +31,10 @@ from prove_assets.core.tuples import SceneTuple
 
 # Entity names denote the same thing at or above this cosine (MiniLM), or with the same head noun.
 ENTITY_SIMILARITY = 0.8
-# A free-text attribute (no closed-class word) is entailed by a premise attribute of the same
-# entity at or above this cosine of the two tuple sentences.
-VALUE_SIMILARITY = 0.8
+# A free-text attribute value is entailed by a stated value of the same entity at or above this
+# cosine of the two values (measured: large/big 0.81, smiling/grinning 0.76, but flat/round 0.56 and
+# shiny/glossy 0.38, so true synonyms below it come from SYNONYMS).
+VALUE_SIMILARITY = 0.75
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _QUOTED = re.compile(r"[\"“”']([^\"“”']+)[\"“”']")
@@ -188,40 +189,59 @@ _CLASSES: dict[str, list[tuple[list[str], str]]] = {
     "state": _lookup(STATE),
 }
 _PREDICATES = _lookup(PREDICATE)
-_STOP = {
-    "a",
-    "an",
-    "the",
-    "is",
-    "are",
-    "of",
-    "and",
-    "with",
-    "in",
-    "on",
-    "to",
-    "its",
-    "it",
-    "very",
-    "color",
-    "colored",
-    "coloured",
-    "colour",
-    "light",
-    "dark",
-    "bright",
-    "pale",
-    "deep",
-    "shade",
-    "tone",
-    "has",
-    "text",
-    "there",
-}
+# Words that carry no claim of their own in an attribute value.
+_STOP = set(
+    [
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "of",
+        "and",
+        "with",
+        "in",
+        "on",
+        "to",
+        "its",
+        "it",
+        "very",
+        "color",
+        "colored",
+        "coloured",
+        "colour",
+        "light",
+        "dark",
+        "bright",
+        "pale",
+        "deep",
+        "shade",
+        "tone",
+        "has",
+        "text",
+        "there",
+        "size",
+        "shape",
+        "made",
+        "appearance",
+        "looking",
+    ]
+)
 
 
 # Free-text words with one meaning (closed classes have their own tables above).
-SYNONYMS = {"shiny": "glossy", "glossy": "glossy", "circular": "round", "round": "round", "rounded": "round"}
+SYNONYMS = {
+    "shiny": "glossy",
+    "circular": "round",
+    "rounded": "round",
+    "weathered": "worn",
+    "furry": "fluffy",
+    "smile": "smiling",
+    "grinning": "smiling",
+    "timeworn": "worn",
+    "glowing": "bright",
+    "luminous": "bright",
+}
 
 
 def _stem(word: str) -> str:
@@ -301,6 +321,11 @@ class StrictEntailment:
         self.value_similarity = value_similarity
         self._sim: dict[tuple[str, str], float] = {}
 
+    def prepare(self, tuples: Iterable[SceneTuple]) -> None:
+        """Encode, in one batch, every name, value and sentence these tuples will be compared by."""
+        texts = {x for t in tuples for x in (t.text, t.entity, t.target, t.value) if x}
+        self.embedder.encode(sorted(texts))
+
     def similarity(self, a: str, b: str) -> float:
         if a == b:
             return 1.0
@@ -317,8 +342,10 @@ class StrictEntailment:
         ca, cb = class_words(a).get("color", set()), class_words(b).get("color", set())
         if ca and cb and ca != cb:
             return False  # "red car" is not "blue car"
-        # Same head noun, one name refining the other: "espresso cup" = "cup" (not "tag emblem" = "wings emblem").
-        if ta and tb and ta[-1] == tb[-1] and (set(ta) <= set(tb) or set(tb) <= set(ta)):
+        # Same head noun, one name refining the other: "espresso cup" = "cup" (not "tag emblem" = "wings emblem",
+        # nor "base of rocket" = "rocket").
+        ha, hb = _head(a), _head(b)
+        if ha and ha == hb and (set(ta) <= set(tb) or set(tb) <= set(ta)):
             return True
         return self.similarity(a, b) >= self.entity_similarity
 
@@ -360,10 +387,12 @@ class StrictEntailment:
         closed = {w for ws in claimed.values() for w in ws}
         rest = {w for w in tokens(value) if w not in _STOP and w not in closed and not _is_class_token(w)}
         stated_tokens = {w for p in same for w in tokens(p.value or "")}
-        best = max(same, key=lambda p: self.similarity(p.text, h.text))
+        best = max(same, key=lambda p: self.similarity(p.value or "", value))
         if not rest or rest <= stated_tokens:
             return Decision(True, best.text, "attribute stated" if not claimed else "closed-class words agree")
-        if self.similarity(best.text, h.text) >= self.value_similarity:
+        # Only the values are compared: the shared entity name would make any two sentences look alike
+        # ("saucer is flat" vs "saucer is round": 0.83).
+        if self.similarity(best.value or "", value) >= self.value_similarity:
             return Decision(True, best.text, "paraphrase of a stated attribute")
         return Decision(False, None, f"{', '.join(sorted(rest))} not stated for {h.entity!r}")
 
@@ -395,6 +424,12 @@ class StrictEntailment:
         if reversed_seen:
             return Decision(False, None, f"direction reversed: the premise says {reversed_seen!r}")
         return Decision(False, None, "no such relation in the premise")
+
+
+def _head(name: str) -> str | None:
+    """The head noun of an entity name: the last word, or before "of" ("base of rocket" -> base)."""
+    words = tokens(name.split(" of ")[0])
+    return words[-1] if words else None
 
 
 def _is_class_token(word: str) -> bool:

@@ -244,9 +244,9 @@ def response_scores(
     rtuples = tuples_by(rtuples_df, "qa_id")
     failed_extraction = set(rtuples_df.loc[rtuples_df["error"].notna(), "qa_id"]) if len(rtuples_df) else set()
     embedder = embeddings.get()
-    # One batched, de-duplicated encoding of every tuple in the partition; scoring then reads the memo.
-    embedder.encode(sorted({t.text for group in (gt, caption, rtuples) for ts in group.values() for t in ts}))
     strict = StrictEntailment(embedder)
+    # One batched, de-duplicated encoding of every tuple in the partition; scoring then reads the memo.
+    strict.prepare(t for group in (gt, caption, rtuples) for ts in group.values() for t in ts)
     scorers: dict[str, Callable[..., Score]] = {
         "paper": lambda q, a, r, c, ve: paper_score(q, a, r, c, embedder, HALLUCINATION_THRESHOLD, ve),
         "strict": lambda q, a, r, c, ve: strict_score(q, a, r, c, strict, ve),

@@ -76,11 +76,9 @@ def metric_calibration(
     embedder = embeddings.get()
     sources = calibration_sources(wh)
     cases = make_cases(sources)
-    # One batched encoding of every tuple sentence and entity name the scorers will compare.
-    texts = {t.text for c in cases for t in (*c.source.answer, *c.source.reference, *c.response)}
-    texts |= {t.entity for c in cases for t in (*c.source.reference, *c.response)}
-    embedder.encode(sorted(texts))
     strict = StrictEntailment(embedder)
+    # One batched encoding of everything the scorers will compare (memoised by the embedder).
+    strict.prepare({t for c in cases for t in (*c.source.answer, *c.source.reference, *c.response)})
     scorers = {
         "paper": lambda q, a, r, c: paper_score(q, a, r, c, embedder, threshold=HALLUCINATION_THRESHOLD),
         "strict": lambda q, a, r, c: strict_score(q, a, r, c, strict),
