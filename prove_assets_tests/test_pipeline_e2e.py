@@ -124,6 +124,13 @@ def test_cli_reads_the_warehouse(instance, scripted_llm, prove_home, tmp_path, c
     assert {r["scorer"] for r in board} == {"paper", "strict"}
     main(["leaderboard"])
     assert "full H" in capsys.readouterr().out
+    main(["leaderboard", "--scorer", "strict", "--format", "json"])
+    assert {r["scorer"] for r in json.loads(capsys.readouterr().out)} == {"strict"}
+    main(["calibrate", "--format", "json"])
+    calibration = json.loads(capsys.readouterr().out)
+    keys = {"scorer", "perturbation", "n", "detection_recall", "false_alarm_rate", "mean_delta_h", "mean_delta_t"}
+    assert calibration and all(set(r) == keys for r in calibration)
+    assert {r["scorer"] for r in calibration} == {"paper", "strict"}
 
     wh = Warehouse(prove_home / "warehouse.duckdb")
     image_id = wh.read("scene_graphs")["image_id"].iloc[0]
