@@ -190,9 +190,7 @@ def sample_overhead() -> None:
         for k in ("wall", "bodies", "warehouse"):
             tot[k] += r[k]
         name = f"{r['job']} {r['partition']}"
-        print(
-            f"  {name:44s} {r['wall']:7.2f} {r['bodies']:7.2f} {r['warehouse']:15.2f} {dagster:8.2f} {over:9.0%}"
-        )
+        print(f"  {name:44s} {r['wall']:7.2f} {r['bodies']:7.2f} {r['warehouse']:15.2f} {dagster:8.2f} {over:9.0%}")
     dagster = tot["wall"] - tot["bodies"]
     share = (dagster + tot["warehouse"]) / tot["wall"]
     print(

@@ -106,7 +106,12 @@ def tuples_request(text: str) -> LLMRequest:
 
 def tuples_by(df: pd.DataFrame, key: str) -> dict[str, list[SceneTuple]]:
     ok = df[df["error"].isna()] if "error" in df else df
-    return {k: tuples_from_rows(g.to_dict("records")) for k, g in ok.groupby(key)}
+    # One to_dict over the frame, grouped in Python: a to_dict per pandas group cost ~3 ms each,
+    # 11 s of a 100-image run (bench_orchestration).
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in ok.to_dict("records"):
+        groups.setdefault(row[key], []).append(row)
+    return {k: tuples_from_rows(groups[k]) for k in sorted(groups)}
 
 
 @dg.asset(group_name="ingest", partitions_def=shard_partitions, pool="duckdb", code_version="1", kinds={"duckdb"})

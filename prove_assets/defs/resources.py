@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from functools import cache
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from prove_assets.backends.entailment import VLMJudgeEntailment
 from prove_assets.backends.llm import LLMGateway, LLMSettings
@@ -20,13 +20,24 @@ from prove_assets.storage.warehouse import Warehouse
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The DuckDB warehouse (`PROVE_WAREHOUSE`, default `$DAGSTER_HOME/warehouse.duckdb`)."""
+    """The DuckDB warehouse (`PROVE_WAREHOUSE`, default `$DAGSTER_HOME/warehouse.duckdb`).
+
+    One Warehouse per execution, keeping the file open while a step's reads and writes follow
+    each other (`keep_open_s`; see Warehouse) and closing it when the execution ends."""
 
     path: str | None = None
     lock_timeout_s: float = 120.0
+    keep_open_s: float = 2.0
+    _warehouse: Warehouse | None = PrivateAttr(default=None)
 
     def get(self) -> Warehouse:
-        return Warehouse(self.path or warehouse_path(), self.lock_timeout_s)
+        if self._warehouse is None:
+            self._warehouse = Warehouse(self.path or warehouse_path(), self.lock_timeout_s, self.keep_open_s)
+        return self._warehouse
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._warehouse is not None:
+            self._warehouse.close()
 
 
 class LLMResource(dg.ConfigurableResource):

@@ -13,6 +13,7 @@ import fcntl
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -49,16 +50,71 @@ def _lock_holder(message: str) -> str:
 
 
 class Warehouse:
-    """Short-lived connections to one DuckDB file, with bounded waits on its lock."""
+    """Short-lived connections to one DuckDB file, with bounded waits on its lock.
 
-    def __init__(self, path: str | os.PathLike[str], lock_timeout_s: float = 60.0):
+    `keep_open_s > 0` (what the pipeline's resource uses): an *anchor* connection is kept open
+    while operations keep coming and closed after `keep_open_s` without one (and on close()).
+    Each operation still opens and closes its own connection, but with the anchor open DuckDB
+    reuses the already-open database: ~0.03 ms instead of 15-200 ms to open the file (and no
+    checkpoint on every close). Measured on the 1,000-image bench: most of the warehouse time.
+    Anchored, reads open read-write (DuckDB refuses a second configuration of a file open in
+    the process); other processes wait at most `keep_open_s` after the last operation."""
+
+    def __init__(self, path: str | os.PathLike[str], lock_timeout_s: float = 60.0, keep_open_s: float = 0.0):
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
+        self.keep_open_s = keep_open_s
+        self._anchor: duckdb.DuckDBPyConnection | None = None
+        self._anchor_lock = threading.Lock()
+        self._last_used = 0.0
+        self._opened = 0  # numbers each anchor, so a stale idle watcher leaves a newer one alone
+
+    def close(self) -> None:
+        """Close the anchor connection (if any); the next operation opens the file again."""
+        with self._anchor_lock:
+            if self._anchor is not None:
+                self._anchor.close()
+                self._anchor = None
+
+    def _keep_open(self) -> None:
+        with self._anchor_lock:
+            self._last_used = time.monotonic()
+            if self._anchor is not None:
+                return
+            self._anchor = self._open(read_only=False)
+            self._opened += 1
+            threading.Thread(target=self._close_when_idle, args=(self._opened,), daemon=True).start()
+
+    def _close_when_idle(self, opened: int) -> None:
+        while True:
+            time.sleep(self.keep_open_s / 4)
+            with self._anchor_lock:
+                if self._anchor is None or self._opened != opened:
+                    return
+                if time.monotonic() - self._last_used >= self.keep_open_s:
+                    self._anchor.close()
+                    self._anchor = None
+                    return
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """Open, yield, close. Retries while another process holds the lock, then raises
         WarehouseLockedError naming the holder."""
+        writes = not read_only
+        if self.keep_open_s > 0:
+            self._keep_open()
+            read_only = False
+        con = self._open(read_only)
+        try:
+            if writes:
+                con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            yield con
+        finally:
+            con.close()
+            if self.keep_open_s > 0:
+                self._last_used = time.monotonic()
+
+    def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         self._ensure_created()
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.05
@@ -80,12 +136,7 @@ class Warehouse:
                     ) from None
                 time.sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(delay * 2, 0.25)
-        try:
-            if not read_only:
-                con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-            yield con
-        finally:
-            con.close()
+        return con
 
     def _ensure_created(self) -> None:
         """Create the file once, under a side lock: two processes racing to create it can leave
@@ -143,6 +194,18 @@ class Warehouse:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+            finally:
+                con.unregister("incoming")
+        return len(df)
+
+    def replace_table(self, table: str, df: pd.DataFrame, run_id: str) -> int:
+        """Replace a whole (unpartitioned) table with `df` plus its run_id, in one statement."""
+        with self.connect() as con:
+            con.register("incoming", df)
+            try:
+                con.execute(
+                    f"CREATE OR REPLACE TABLE {SCHEMA}.{_ident(table)} AS SELECT *, ? AS run_id FROM incoming", [run_id]
+                )
             finally:
                 con.unregister("incoming")
         return len(df)
