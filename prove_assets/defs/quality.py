@@ -1,7 +1,6 @@
 """How far to trust the numbers: the judge calibrated on injected hallucinations, and the LLM
 steps of construction measured against the sample's hand-written gold tuples."""
 
-
 from typing import Any
 
 import dagster as dg
@@ -18,13 +17,6 @@ from prove_assets.defs.common import content_version, markdown_table
 from prove_assets.defs.resources import EmbeddingResource, SandboxResource, WarehouseResource
 from prove_assets.defs.settings import ANSWER_MATCH_THRESHOLD, HALLUCINATION_THRESHOLD
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
-
-
-def _replace_table(wh: Warehouse, table: str, df: pd.DataFrame, run_id: str) -> None:
-    with wh.connect() as con:
-        con.register("incoming", df)
-        con.execute(f"CREATE OR REPLACE TABLE {SCHEMA}.{table} AS SELECT *, ? AS run_id FROM incoming", [run_id])
-        con.unregister("incoming")
 
 
 def calibration_sources(wh: Warehouse) -> list[Source]:
@@ -86,8 +78,8 @@ def metric_calibration(
     results = evaluate(cases, scorers)
     summary = summarize(results)
     context.log.info(f"calibration: {len(cases)} perturbed responses from {len(sources)} faithful ones")
-    _replace_table(wh, "metric_calibration", summary, context.run.run_id)
-    _replace_table(wh, "metric_calibration_cases", results, context.run.run_id)
+    wh.replace_table("metric_calibration", summary, context.run.run_id)
+    wh.replace_table("metric_calibration_cases", results, context.run.run_id)
     missed = results[
         (results["scorer"] == "strict") & (results["flagged"] == (results["perturbation"] == "paraphrase"))
     ]

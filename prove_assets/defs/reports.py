@@ -8,7 +8,6 @@ from prove_assets.core.leaderboard import by_question_type, hallucinated_objects
 from prove_assets.defs.common import content_version, markdown_table
 from prove_assets.defs.evaluation import response_scores
 from prove_assets.defs.resources import WarehouseResource
-from prove_assets.storage.warehouse import SCHEMA
 
 
 @dg.asset(group_name="reports", deps=[response_scores], pool="duckdb", code_version="1", kinds={"duckdb"})
@@ -29,12 +28,7 @@ def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
     if scores.empty:
         context.log.warning("response_scores has no rows (no kept QA pairs were evaluated): the leaderboard is empty")
     board = leaderboard_table(scores)
-    with wh.connect() as con:
-        con.register("board", board)
-        con.execute(
-            f"CREATE OR REPLACE TABLE {SCHEMA}.leaderboard AS SELECT *, ? AS run_id FROM board", [context.run.run_id]
-        )
-        con.unregister("board")
+    wh.replace_table("leaderboard", board, context.run.run_id)
     return dg.MaterializeResult(
         metadata={
             "table_1": dg.MetadataValue.md(markdown_table(wide_table(board))),
