@@ -72,23 +72,42 @@ def run_config(log_level: str) -> dict[str, Any]:
 
 
 def run_steps(instance: dg.DagsterInstance, steps: list[tuple[str, Any]], log_level: str = "INFO") -> list[Any]:
-    """Execute (job, partition key) steps in-process, recorded in the instance; stop on failure."""
+    """Execute (job, partition key) steps in-process, recorded in the instance; stop on failure.
+    On a terminal, a progress bar counts the steps and shows the running step's progress
+    (images / requests done of total, LLM requests sent vs cached)."""
+    from tqdm import tqdm
+
+    from prove_assets.core import progress
+
     defs = _defs()
     results = []
-    for i, (job, key) in enumerate(steps, 1):
-        started = time.monotonic()
-        print(f"[{i}/{len(steps)}] {job} {key or ''}".rstrip(), flush=True)
-        res = defs.resolve_job_def(job).execute_in_process(
-            instance=instance, partition_key=key, run_config=run_config(log_level), raise_on_error=False, tags=RUN_TAGS
-        )
-        status = "ok" if res.success else "FAILED"
-        print(f"      {status} in {time.monotonic() - started:.1f} s (run {res.run_id})", flush=True)
-        results.append(res)
-        if not res.success:
-            for ev in res.all_events:
-                if ev.is_failure:
-                    print(f"      {ev.message}", file=sys.stderr)
-            raise SystemExit(f"{job} failed for {key}; see the run log in the UI (make ui) or above")
+    bar = tqdm(total=len(steps), unit="step", disable=None, dynamic_ncols=True, leave=False)
+
+    def show(what: str, done: int, total: int, detail: str) -> None:
+        bar.set_postfix_str(f"{what} {done}/{total}" + (f", {detail}" if detail else ""), refresh=True)
+
+    with bar, progress.listening(show):
+        for i, (job, key) in enumerate(steps, 1):
+            started = time.monotonic()
+            bar.set_description(f"{job} {key or ''}".rstrip())
+            bar.set_postfix_str("")
+            tqdm.write(f"[{i}/{len(steps)}] {job} {key or ''}".rstrip(), file=sys.stdout)
+            res = defs.resolve_job_def(job).execute_in_process(
+                instance=instance,
+                partition_key=key,
+                run_config=run_config(log_level),
+                raise_on_error=False,
+                tags=RUN_TAGS,
+            )
+            status = "ok" if res.success else "FAILED"
+            tqdm.write(f"      {status} in {time.monotonic() - started:.1f} s (run {res.run_id})", file=sys.stdout)
+            bar.update(1)
+            results.append(res)
+            if not res.success:
+                for ev in res.all_events:
+                    if ev.is_failure:
+                        tqdm.write(f"      {ev.message}", file=sys.stderr)
+                raise SystemExit(f"{job} failed for {key}; see the run log in the UI (make ui) or above")
     return results
 
 

@@ -13,6 +13,7 @@ from pydantic import Field, PrivateAttr
 from prove_assets.backends.entailment import VLMJudgeEntailment
 from prove_assets.backends.llm import LLMGateway, LLMSettings
 from prove_assets.config import LEDGER_PATH, prompts_dir, warehouse_path
+from prove_assets.core import progress
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scoring import SentenceEmbedder
 from prove_assets.defs.settings import LLM_MODEL
@@ -81,9 +82,11 @@ class LLMResource(dg.ConfigurableResource):
             ledger=LEDGER_PATH if self.use_ledger else None,
             log=context.log.info,
         )
+        _open_gateways[context.run.run_id] = gw  # progress lines report its counts
         try:
             yield gw
         finally:
+            _open_gateways.pop(context.run.run_id, None)
             gw.close()
             context.log.info(f"LLM requests: {gw.sent} sent ({gw.failed} failed), {gw.cached} answered from the cache")
 
@@ -127,12 +130,22 @@ class EmbeddingResource(dg.ConfigurableResource):
         return _embedder(self.model_path)
 
 
+# The LLM gateway open in each run (run id -> gateway), so progress lines can say how many
+# requests went to the model and how many the cache answered so far.
+_open_gateways: dict[str, LLMGateway] = {}
+
+
 def progress_logger(context: dg.AssetExecutionContext, what: str) -> Callable[[int, int], None]:
-    """Log `what done/total` at most ~20 times per step."""
+    """Log `what: done/total` (with the LLM requests sent vs answered from the cache so far,
+    while the run's LLM gateway is open) in the run log at most ~20 times per step, and report
+    every step to this process's progress listeners (the CLI's progress bar)."""
 
     def log(done: int, total: int) -> None:
+        gw = _open_gateways.get(context.run.run_id)
+        detail = f"LLM requests {gw.sent} sent, {gw.cached} cached" if gw is not None else ""
+        progress.report(what, done, total, detail)
         if done == total or done % max(1, total // 20) == 0:
-            context.log.info(f"{what}: {done}/{total}")
+            context.log.info(f"{what}: {done}/{total}" + (f" ({detail})" if detail else ""))
 
     return log
 
