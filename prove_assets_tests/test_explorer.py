@@ -264,28 +264,30 @@ def demo_resources(base_url: str) -> dict:
     }
 
 
+# What the explorer reads: construction, then each model's responses, tuples and scores, then the
+# leaderboard and the explorer (other evaluators and reports are left out to keep tests short).
+EVALUATION = ["model_responses", "response_tuples", "response_scores"]
+REPORTS = ["leaderboard", "explorer"]
+
+
 def build_demo_warehouse(instance: dg.DagsterInstance, base_url: str, models: tuple[str, ...] = ("gold", "blind")):
-    """The pipeline on the 2-image `mini-000` shard (see conftest), every model, then the
-    reports (leaderboard and explorer). Returns the reports' result."""
+    """The pipeline on the 2-image `mini-000` shard (see conftest) for every model, then the
+    leaderboard and the explorer. Returns the reports' result."""
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", list(models))
     res = demo_resources(base_url)
 
-    def run(groups: list[str], key=None):
+    def run(selection: dg.AssetSelection, key=None):
         result = dg.materialize(
-            [*all_assets, *all_checks],
-            selection=dg.AssetSelection.groups(*groups),
-            partition_key=key,
-            instance=instance,
-            resources=res,
+            [*all_assets, *all_checks], selection=selection, partition_key=key, instance=instance, resources=res
         )
         assert result.success
         return result
 
-    run(["ingest", "benchmark"], "mini-000")
+    run(dg.AssetSelection.groups("ingest", "benchmark"), "mini-000")
     for m in models:
-        run(["evaluation"], dg.MultiPartitionKey({"shard": "mini-000", "model": m}))
-    return run(["reports"])
+        run(dg.AssetSelection.assets(*EVALUATION), dg.MultiPartitionKey({"shard": "mini-000", "model": m}))
+    return run(dg.AssetSelection.assets(*REPORTS))
 
 
 def test_explorer_asset_and_lineage_link(instance, scripted_llm, prove_home, capsys):
