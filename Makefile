@@ -52,6 +52,7 @@ bench: venv
 	$(PY) bench/bench_sandbox.py
 	$(PY) bench/bench_scoring.py
 	$(PY) bench/bench_gateway.py
+	$(PY) bench/bench_orchestration.py
 
 lint: venv
 	$(VENV)/bin/ruff check .
