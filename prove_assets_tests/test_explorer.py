@@ -299,7 +299,7 @@ def test_explorer_asset_and_lineage_link(instance, scripted_llm, prove_home, cap
     captions = [r for r in reports if r[0] == "captions"]
     assert captions and captions[-1][1] == captions[-1][2] > 0
     assert captions[-1][3].startswith("LLM requests ") and " cached" in captions[-1][3]
-    assert {"captions", "images", "answers", "responses"} <= {r[0] for r in reports}
+    assert {"captions", "images", "verification programs", "answers", "responses"} <= {r[0] for r in reports}
     logged = [
         e.user_message
         for run in instance.get_runs()
@@ -337,3 +337,17 @@ def test_no_explorer_link_before_the_explorer_exists(prove_home):
 
     assert not explorer_index(prove_home).exists()
     assert explorer_link("x-1") is None
+
+
+def test_sandbox_reports_progress_per_batch():
+    from prove_assets.core.sandbox import Sandbox
+    from prove_assets.core.scene_graph import SceneGraph
+
+    sg = SceneGraph("A cup.", {"cup": {"attributes": {"color": "red"}, "relations_to": {}}}).to_json()
+    program = "def execute_command(scene_graph):\n    return scene_graph.get_attributes('cup')['color']\n"
+    calls: list[tuple[int, int]] = []
+    with Sandbox(workers=2) as sb:
+        results = sb.run_many([(program, sg)] * 40, lambda done, total: calls.append((done, total)))
+    assert [r.output for r in results] == ["red"] * 40
+    assert len(calls) >= 2 and calls[-1] == (40, 40)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)

@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
@@ -340,7 +340,11 @@ class Sandbox:
     def run(self, source: str, scene_graph_json: str) -> ProgramResult:
         return self._run_batch([(source, scene_graph_json)], self.timeout_s)[0]
 
-    def run_many(self, jobs: Sequence[tuple[str, str]]) -> list[ProgramResult]:
+    def run_many(
+        self, jobs: Sequence[tuple[str, str]], on_progress: Callable[[int, int], None] | None = None
+    ) -> list[ProgramResult]:
+        """Run (source, scene graph JSON) jobs over the workers; results in job order.
+        `on_progress(done, total)` is called after each batch of programs."""
         jobs = list(jobs)
         if not jobs:
             return []
@@ -349,8 +353,10 @@ class Sandbox:
         cursor = iter(chunks)
         cursor_lock = threading.Lock()
         errors: list[BaseException] = []
+        done = 0
 
         def drain() -> None:
+            nonlocal done
             while not errors:
                 with cursor_lock:
                     item = next(cursor, None)
@@ -362,6 +368,12 @@ class Sandbox:
                         results[start + k] = res
                 except BaseException as exc:  # noqa: BLE001 - re-raised below
                     errors.append(exc)
+                    return
+                if on_progress:
+                    with cursor_lock:
+                        done += len(chunk)
+                        now = done
+                    on_progress(now, len(jobs))
 
         threads = [threading.Thread(target=drain, daemon=True) for _ in range(min(self.workers, len(chunks)))]
         for t in threads:

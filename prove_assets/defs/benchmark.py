@@ -420,7 +420,8 @@ def verified_qa(
     cands = cands[cands["error"].isna()].reset_index(drop=True) if len(cands) else cands
     graphs = {g.image_id: g.scene_graph for g in wh.read("scene_graphs", {"shard": shard}).itertuples()}
     with sandbox.open() as sb:
-        results = sb.run_many([(c.program, graphs[c.image_id]) for c in cands.itertuples()])
+        jobs = [(c.program, graphs[c.image_id]) for c in cands.itertuples()]
+        results = sb.run_many(jobs, progress_logger(context, "verification programs"))
     context.log.info(f"executed {len(results)} verification programs")
     rows: list[dict[str, Any]] = []
     for c, r in zip(cands.itertuples(), results, strict=True):
