@@ -387,3 +387,43 @@ def test_unknown_judge_fails_clearly(instance, scripted_llm, prove_home):
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "unknown judge" in str(failure.event_specific_data.error)
+
+
+def test_injected_hallucinations_through_the_deterministic_evaluators():
+    """Calibration cases (faithful tuples + one known perturbation), as text: VQA match flags
+    any change, token F1 misses a reversed relation, CHAIR catches only an absent object."""
+    from types import SimpleNamespace
+
+    from prove_assets.core.evaluators import evaluate_perturbations, perturbation_summary
+    from prove_assets.core.tuples import SceneTuple
+
+    cup, saucer = SceneTuple("entity", "cup"), SceneTuple("entity", "saucer")
+    on = SceneTuple("relation", "cup", relation_type="spatial", predicate="on", target="saucer")
+    red = SceneTuple("attribute", "cup", attribute_type="color", value="red")
+    source = SimpleNamespace(answer=(cup, saucer, on, red), reference=(cup, saucer, on, red))
+    reversed_on = SceneTuple("relation", "saucer", relation_type="spatial", predicate="on", target="cup")
+    dog = SceneTuple("entity", "dog")
+    red_in_color = SceneTuple("attribute", "cup", attribute_type="color", value="red in color")
+    cases = [
+        SimpleNamespace(case_id="rev", source=source, perturbation="relation_reverse",
+                        response=(cup, saucer, reversed_on, red)),
+        SimpleNamespace(case_id="abs", source=source, perturbation="absent_entity",
+                        response=(cup, saucer, on, red, dog)),
+        SimpleNamespace(case_id="par", source=source, perturbation="paraphrase",
+                        response=(cup, saucer, on, red_in_color)),
+    ]  # fmt: skip
+    res = evaluate_perturbations(cases).set_index(["case_id", "evaluator"])["flagged"]
+    assert res[("rev", "VQA match")] and not res[("rev", "token F1")] and not res[("rev", "CHAIR")]
+    assert res[("abs", "CHAIR")] and res[("abs", "VQA match")]
+    assert res[("par", "VQA match")] and not res[("par", "CHAIR")]  # a false alarm of exact match
+    prove = pd.DataFrame(
+        {
+            "scorer": ["paper"],
+            "perturbation": ["relation_reverse"],
+            "detection_recall": [0.0],
+            "false_alarm_rate": [None],
+        }
+    )
+    summary = perturbation_summary(evaluate_perturbations(cases), prove).set_index("perturbation")
+    assert summary.loc["relation_reverse", "PROVE paper"] == 0.0 and summary.loc["relation_reverse", "n"] == 1
+    assert summary.loc["paraphrase", "measure"] == "false alarms" and summary.loc["absent_entity", "CHAIR"] == 1.0
