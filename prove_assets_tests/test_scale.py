@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pandas as pd
 import pytest
 
@@ -19,6 +20,7 @@ from prove_assets.backends.llm import LLMGateway, LLMRequest, LLMSettings
 from prove_assets.backends.responders import ModelSpec, Question, respond
 from prove_assets.config import PROJECT_ROOT, SAMPLE_DIR, prompts_dir
 from prove_assets.core.prompts import Prompt
+from prove_assets.defs.resources import WarehouseResource
 from prove_assets.storage.warehouse import Warehouse
 from prove_assets_tests.scripted_llm import ScriptedLLMServer
 
@@ -108,3 +110,19 @@ def test_multiworker_example_is_valid_instance_yaml(name: str) -> None:
     assert doc["run_launcher"]["module"] == "dagster_k8s"
     assert "postgres" in doc["storage"]  # run/event storage shared by every pod
     assert doc["concurrency"]["pools"]["default_limit"] == 1  # one DuckDB writer
+
+
+def test_pipeline_warehouse_is_released_when_the_execution_ends(tmp_path: Path) -> None:
+    """The resource keeps the file open between a step's operations, and closes it at the end
+    of the execution: a reader right after a materialization does not wait."""
+    path = tmp_path / "w.duckdb"
+
+    @dg.asset
+    def probe(warehouse: WarehouseResource) -> None:
+        wh = warehouse.get()
+        wh.replace_partition("t", pd.DataFrame({"x": [1]}), {"shard": "s"})
+        assert wh._anchor is not None and warehouse.get() is wh
+
+    res = dg.materialize([probe], resources={"warehouse": WarehouseResource(path=str(path), keep_open_s=600)})
+    assert res.success
+    assert Warehouse(path, lock_timeout_s=0.5).read("t")["x"].tolist() == [1]
