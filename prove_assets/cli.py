@@ -73,6 +73,13 @@ def cmd_demo(args: argparse.Namespace) -> None:
     )
     print("\nLeaderboard (PROVE Table 1; H = helpfulness, T = truthfulness, in %):")
     cmd_leaderboard(argparse.Namespace(format="table", long=False, scorer="all"))
+    calibration = wh.read("metric_calibration")
+    if len(calibration):
+        print("\nHow far to trust it: share of injected errors each scorer catches (`prove-assets calibrate`):")
+        caught = calibration.assign(caught=calibration["detection_recall"].fillna(calibration["false_alarm_rate"]))
+        table = caught.pivot(index="perturbation", columns="scorer", values="caught")
+        table["n"] = caught.groupby("perturbation")["n"].first()
+        _print_df(table.reset_index().rename(columns={"perturbation": "perturbation (paraphrase: false alarms)"}))
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> None:
