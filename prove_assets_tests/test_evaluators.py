@@ -33,6 +33,7 @@ from prove_assets.core.evaluators import (
     token_f1,
     vqa_match,
 )
+from prove_assets_tests.pipeline import scripted_resources, shard_model
 
 # --- normalisation and VQA match ------------------------------------------------------------
 
@@ -235,35 +236,13 @@ def _assets() -> list:
     return dg.load_assets_from_modules([benchmark, evaluation, evaluators, reports])
 
 
-def _resources(base_url: str) -> dict:
-    from prove_assets.defs.resources import (
-        EmbeddingResource,
-        LLMResource,
-        SandboxResource,
-        VisualEntailmentResource,
-        WarehouseResource,
-    )
-
-    return {
-        "warehouse": WarehouseResource(),
-        "sandbox": SandboxResource(),
-        "embeddings": EmbeddingResource(),
-        "visual_entailment": VisualEntailmentResource(),
-        "llm": LLMResource(base_url=base_url, model="scripted", use_ledger=False, json_mode="json_object"),
-    }
-
-
-def _key(model: str) -> dg.MultiPartitionKey:
-    return dg.MultiPartitionKey({"shard": "mini-000", "model": model})
-
-
 def test_evaluators_end_to_end(instance, scripted_llm, prove_home, capsys):
     from prove_assets.cli import main
     from prove_assets.storage.warehouse import Warehouse
 
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", ["gold", "blind"])
-    assets, res = _assets(), _resources(scripted_llm.base_url)
+    assets, res = _assets(), scripted_resources(scripted_llm.base_url)
     assert dg.materialize(
         assets, selection=dg.AssetSelection.groups("ingest", "benchmark"), partition_key="mini-000",
         instance=instance, resources=res,
@@ -274,7 +253,7 @@ def test_evaluators_end_to_end(instance, scripted_llm, prove_home, capsys):
     for model in ("gold", "blind"):
         before = scripted_llm.chat_requests
         assert dg.materialize(
-            assets, selection=dg.AssetSelection.groups("evaluation"), partition_key=_key(model),
+            assets, selection=dg.AssetSelection.groups("evaluation"), partition_key=shard_model(model),
             instance=instance, resources=res,
         ).success  # fmt: skip
         judge_requests = [
@@ -310,7 +289,7 @@ def test_evaluators_end_to_end(instance, scripted_llm, prove_home, capsys):
     # judge calls are cached like every LLM call: re-materializing sends nothing
     before = scripted_llm.chat_requests
     assert dg.materialize(
-        assets, selection=["judge_scores"], partition_key=_key("blind"), instance=instance, resources=res
+        assets, selection=["judge_scores"], partition_key=shard_model("blind"), instance=instance, resources=res
     ).success
     assert scripted_llm.chat_requests == before
 
@@ -341,20 +320,20 @@ def test_vlm_judge_sees_the_image(instance, scripted_llm, prove_home):
 
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", ["gold"])
-    assets, res = _assets(), _resources(scripted_llm.base_url)
+    assets, res = _assets(), scripted_resources(scripted_llm.base_url)
     assert dg.materialize(
         assets, selection=dg.AssetSelection.groups("ingest", "benchmark"), partition_key="mini-000",
         instance=instance, resources=res,
     ).success  # fmt: skip
     assert dg.materialize(
-        assets, selection=["model_responses"], partition_key=_key("gold"), instance=instance, resources=res
+        assets, selection=["model_responses"], partition_key=shard_model("gold"), instance=instance, resources=res
     ).success
     before = scripted_llm.chat_requests
     config = {"judges": ["vlm"], "samples": 1, "vlm_base_url": scripted_llm.base_url, "vlm_model": "scripted-vlm"}
     assert dg.materialize(
         assets,
         selection=["judge_scores"],
-        partition_key=_key("gold"),
+        partition_key=shard_model("gold"),
         instance=instance,
         resources=res,
         run_config={"ops": {"judge_scores": {"config": config}}},
@@ -374,11 +353,11 @@ def test_vlm_judge_sees_the_image(instance, scripted_llm, prove_home):
 def test_unknown_judge_fails_clearly(instance, scripted_llm, prove_home):
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", ["gold"])
-    assets, res = _assets(), _resources(scripted_llm.base_url)
+    assets, res = _assets(), scripted_resources(scripted_llm.base_url)
     result = dg.materialize(
         assets,
         selection=["judge_scores"],
-        partition_key=_key("gold"),
+        partition_key=shard_model("gold"),
         instance=instance,
         resources=res,
         run_config={"ops": {"judge_scores": {"config": {"judges": ["oracle"]}}}},

@@ -13,15 +13,8 @@ import pandas as pd
 from prove_assets.config import SAMPLE_DIR
 from prove_assets.core import plots, progress
 from prove_assets.core.explorer import explorer_index, qa_link, render_html, write_explorer
-from prove_assets.definitions import all_assets, all_checks
-from prove_assets.defs.resources import (
-    EmbeddingResource,
-    LLMResource,
-    SandboxResource,
-    VisualEntailmentResource,
-    WarehouseResource,
-)
 from prove_assets.storage.warehouse import Warehouse
+from prove_assets_tests.pipeline import run_selection, scripted_resources, shard_model
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -254,16 +247,6 @@ def test_qa_link_is_a_file_url_with_the_anchor(tmp_path):
 
 
 # --- the asset, end to end over the scripted test server -------------------------------------
-def demo_resources(base_url: str) -> dict:
-    return {
-        "warehouse": WarehouseResource(),
-        "sandbox": SandboxResource(),
-        "embeddings": EmbeddingResource(),
-        "visual_entailment": VisualEntailmentResource(),
-        "llm": LLMResource(base_url=base_url, model="scripted", use_ledger=False, json_mode="json_object"),
-    }
-
-
 # What the explorer reads: construction, then each model's responses, tuples and scores, then the
 # leaderboard and the explorer (other evaluators and reports are left out to keep tests short).
 EVALUATION = ["model_responses", "response_tuples", "response_scores"]
@@ -275,18 +258,16 @@ def build_demo_warehouse(instance: dg.DagsterInstance, base_url: str, models: tu
     leaderboard and the explorer. Returns the reports' result."""
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", list(models))
-    res = demo_resources(base_url)
+    res = scripted_resources(base_url)
 
     def run(selection: dg.AssetSelection, key=None):
-        result = dg.materialize(
-            [*all_assets, *all_checks], selection=selection, partition_key=key, instance=instance, resources=res
-        )
+        result = run_selection(instance, res, selection, key)
         assert result.success
         return result
 
     run(dg.AssetSelection.groups("ingest", "benchmark"), "mini-000")
     for m in models:
-        run(dg.AssetSelection.assets(*EVALUATION), dg.MultiPartitionKey({"shard": "mini-000", "model": m}))
+        run(dg.AssetSelection.assets(*EVALUATION), shard_model(m))
     return run(dg.AssetSelection.assets(*REPORTS))
 
 

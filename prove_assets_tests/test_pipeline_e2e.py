@@ -3,48 +3,14 @@ evaluation of two models, then the leaderboard. Checks plumbing and invariants, 
 
 from __future__ import annotations
 
-import dagster as dg
-
-from prove_assets.definitions import all_assets, all_checks
-from prove_assets.defs.resources import (
-    EmbeddingResource,
-    LLMResource,
-    SandboxResource,
-    VisualEntailmentResource,
-    WarehouseResource,
-)
 from prove_assets.storage.warehouse import Warehouse
-
-
-def resources(base_url: str) -> dict:
-    return {
-        "warehouse": WarehouseResource(),
-        "sandbox": SandboxResource(),
-        "embeddings": EmbeddingResource(),
-        "visual_entailment": VisualEntailmentResource(),
-        "llm": LLMResource(base_url=base_url, model="scripted", use_ledger=False, json_mode="json_object"),
-    }
-
-
-def run_groups(instance, res, *groups: str, partition_key=None):
-    """Materialize the assets (and checks) of `groups` for one partition, in-process."""
-    return dg.materialize(
-        [*all_assets, *all_checks],
-        selection=dg.AssetSelection.groups(*groups),
-        partition_key=partition_key,
-        instance=instance,
-        resources=res,
-    )
-
-
-def shard_model(model: str) -> dg.MultiPartitionKey:
-    return dg.MultiPartitionKey({"shard": "mini-000", "model": model})
+from prove_assets_tests.pipeline import run_groups, scripted_resources, shard_model
 
 
 def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", ["gold", "blind"])
-    res = resources(scripted_llm.base_url)
+    res = scripted_resources(scripted_llm.base_url)
     build = run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
     assert build.success
     wh = Warehouse(prove_home / "warehouse.duckdb")
@@ -112,7 +78,7 @@ def test_cli_reads_the_warehouse(instance, scripted_llm, prove_home, tmp_path, c
 
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", ["gold"])
-    res = resources(scripted_llm.base_url)
+    res = scripted_resources(scripted_llm.base_url)
     run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
     run_groups(instance, res, "evaluation", partition_key=shard_model("gold"))
     run_groups(instance, res, "reports")
