@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
@@ -189,6 +191,7 @@ _CLASSES: dict[str, list[tuple[list[str], str]]] = {
     "state": _lookup(STATE),
 }
 _PREDICATES = _lookup(PREDICATE)
+_CLASS_TOKENS = {spelling[0] for table in _CLASSES.values() for spelling, _ in table if len(spelling) == 1}
 # Words that carry no claim of their own in an attribute value.
 _STOP = set(
     [
@@ -252,13 +255,16 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def tokens(text: str) -> list[str]:
-    return [SYNONYMS.get(w, _stem(w)) for w in _TOKEN.findall(text.lower().replace("-", " "))]
+# The word functions below are pure and called for every premise x claim pair: memoised.
+@lru_cache(maxsize=65536)
+def tokens(text: str) -> tuple[str, ...]:
+    return tuple(SYNONYMS.get(w, _stem(w)) for w in _TOKEN.findall(text.lower().replace("-", " ")))
 
 
-def class_words(text: str) -> dict[str, set[str]]:
+@lru_cache(maxsize=65536)
+def class_words(text: str) -> Mapping[str, frozenset[str]]:
     """Canonical closed-class words in `text`, per class; quoted text under "text"."""
-    out: dict[str, set[str]] = {}
+    out: dict[str, frozenset[str]] = {}
     words = _TOKEN.findall(text.lower().replace("-", " "))
     for cls, table in _CLASSES.items():
         found, i = set(), 0
@@ -270,13 +276,14 @@ def class_words(text: str) -> dict[str, set[str]]:
                     break
             i += 1
         if found:
-            out[cls] = found
+            out[cls] = frozenset(found)
     quoted = _QUOTED.findall(text)
     if quoted:
-        out["text"] = {w for q in quoted for w in tokens(q)}
-    return out
+        out["text"] = frozenset(w for q in quoted for w in tokens(q))
+    return MappingProxyType(out)
 
 
+@lru_cache(maxsize=4096)
 def canonical_predicate(predicate: str) -> str | None:
     words = _TOKEN.findall(predicate.lower())
     for spelling, canon in _PREDICATES:
@@ -289,7 +296,7 @@ def canonical_predicate(predicate: str) -> str | None:
     return None
 
 
-def _conflicts(cls: str, claimed: set[str], stated: set[str]) -> bool:
+def _conflicts(cls: str, claimed: frozenset[str], stated: set[str]) -> bool:
     """True when a claimed closed-class word is not among the stated ones (a contradiction for
     colours, materials, numbers and text; for sizes and states only an opposite contradicts)."""
     if cls in ("size", "state"):
@@ -320,6 +327,7 @@ class StrictEntailment:
         self.entity_similarity = entity_similarity
         self.value_similarity = value_similarity
         self._sim: dict[tuple[str, str], float] = {}
+        self._same: dict[tuple[str, str], bool] = {}
 
     def prepare(self, tuples: Iterable[SceneTuple]) -> None:
         """Encode, in one batch, every name, value and sentence these tuples will be compared by."""
@@ -336,6 +344,12 @@ class StrictEntailment:
         return self._sim[key]
 
     def same_entity(self, a: str, b: str) -> bool:
+        key = (a, b) if a < b else (b, a)
+        if key not in self._same:
+            self._same[key] = self._same_entity(a, b)
+        return self._same[key]
+
+    def _same_entity(self, a: str, b: str) -> bool:
         ta, tb = tokens(a), tokens(b)
         if ta == tb:
             return True
@@ -385,7 +399,7 @@ class StrictEntailment:
                     False, None, f"{cls} contradicts: {', '.join(sorted(words))} vs {', '.join(sorted(stated[cls]))}"
                 )
         closed = {w for ws in claimed.values() for w in ws}
-        rest = {w for w in tokens(value) if w not in _STOP and w not in closed and not _is_class_token(w)}
+        rest = {w for w in tokens(value) if w not in _STOP and w not in closed and w not in _CLASS_TOKENS}
         stated_tokens = {w for p in same for w in tokens(p.value or "")}
         best = max(same, key=lambda p: self.similarity(p.value or "", value))
         if not rest or rest <= stated_tokens:
@@ -430,10 +444,6 @@ def _head(name: str) -> str | None:
     """The head noun of an entity name: the last word, or before "of" ("base of rocket" -> base)."""
     words = tokens(name.split(" of ")[0])
     return words[-1] if words else None
-
-
-def _is_class_token(word: str) -> bool:
-    return any(word == s[0] for table in _CLASSES.values() for s, _ in table if len(s) == 1)
 
 
 def strict_score(
