@@ -99,8 +99,8 @@ def instrument() -> None:
     llm.duckdb.connect = connect  # type: ignore[attr-defined]
     for name in ("read", "replace_partition", "query"):
         setattr(warehouse.Warehouse, name, TIMERS.wrap("warehouse", getattr(warehouse.Warehouse, name)))
-    for cls_attr in ("_lookup", "_record"):
-        setattr(llm.LLMGateway, cls_attr, TIMERS.wrap("warehouse", getattr(llm.LLMGateway, cls_attr)))
+    # (The gateway's llm_calls traffic is timed through its connection, not around _record:
+    # with concurrent workers that would add up their waits for the connection's lock.)
 
     # Benches never start the embedded llama.cpp model (minutes a request on 2 cores, and it
     # starves anything else running): a request the recorded ledger cannot answer is a failed
