@@ -41,7 +41,7 @@ def _unique_rows(wh: Warehouse) -> None:
         "verified_qa": ["qa_id"],
         "qa_candidates": ["qa_id"],
         "model_responses": ["qa_id", "model"],
-        "response_scores": ["qa_id", "model"],
+        "response_scores": ["qa_id", "model", "scorer"],
         "scene_graphs": ["image_id"],
     }
     for table, cols in keys.items():
