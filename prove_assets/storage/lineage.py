@@ -145,11 +145,11 @@ def format_lineage(d: dict[str, Any]) -> str:
                 how = match.get("similarity", match.get("reason"))
                 mark = "" if match.get("entailed", True) else "  MISSED"
                 out.append(
-                    f"    answer tuple '{match['answer_tuple']}' <- '{match['best_response_tuple']}' ({how}){mark}"
+                    f"    answer tuple '{match['answer_tuple']}' <- {match['best_response_tuple']!r} ({how}){mark}"
                 )
             for sup in s.get("response_support") or []:
                 flag = "HALLUCINATED" if sup["response_tuple"] in (s.get("hallucinated") or []) else "supported"
                 how = sup.get("caption_similarity", sup.get("reason"))
                 best = sup["best_caption_tuple"]
-                out.append(f"    response tuple '{sup['response_tuple']}' ~ caption '{best}' ({how}) {flag}")
+                out.append(f"    response tuple '{sup['response_tuple']}' ~ caption {best!r} ({how}) {flag}")
     return "\n".join(out)
