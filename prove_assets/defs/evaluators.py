@@ -58,7 +58,7 @@ from prove_assets.defs.partitions import partition_columns, same_shard, shard_mo
 from prove_assets.defs.quality import calibration_sources, metric_calibration
 from prove_assets.defs.resources import LLMResource, WarehouseResource, progress_logger
 from prove_assets.defs.settings import code_version
-from prove_assets.storage.warehouse import SCHEMA, Warehouse
+from prove_assets.storage.warehouse import Warehouse
 
 JUDGE_KINDS = ("text", "vlm")
 JUDGE_MAX_TOKENS = 384
@@ -498,15 +498,8 @@ def evaluator_agreement(context: dg.AssetExecutionContext, warehouse: WarehouseR
     tables = agreement_tables(wh, registered)
     if tables["responses"].empty:
         context.log.warning("no scored responses yet: materialize the evaluation assets first")
-    with wh.connect() as con:
-        for key, table in AGREEMENT_TABLES.items():
-            df = tables[key]
-            con.register("incoming", df)
-            con.execute(
-                f"CREATE OR REPLACE TABLE {SCHEMA}.{table} AS SELECT *, ? AS run_id FROM incoming",
-                [context.run.run_id],
-            )
-            con.unregister("incoming")
+    for key, table in AGREEMENT_TABLES.items():
+        wh.replace_table(table, tables[key], context.run.run_id)
     responses_corr = tables["correlations"][tables["correlations"]["level"] == "responses"]
     return dg.MaterializeResult(
         metadata={
