@@ -260,6 +260,12 @@ REAL_PROMPT_VALUES = {
     "answer_blind": {"question": "What color is the cup?"},
     "answer_with_image": {"question": "What color is the cup?"},
     "visual_entailment": {"claim": "cup is red"},
+    "judge_text": {
+        "caption": "A red cup on a wooden table.",
+        "question": "What color is the cup?",
+        "response": "The cup is blue.",
+    },
+    "judge_vlm": {"question": "What color is the cup?", "response": "The cup is blue."},
 }
 
 
