@@ -35,7 +35,8 @@ def _print_df(df: pd.DataFrame, fmt: str = "table") -> None:
     elif fmt == "csv":
         print(df.to_csv(index=False), end="")
     else:
-        print(df.to_string(index=False) if len(df) else "(no rows)")
+        # "-" rather than NaN: a leaderboard cell is empty when the split has no QA pairs.
+        print(df.to_string(index=False, na_rep="-") if len(df) else "(no rows)")
 
 
 def _metadata_sum(results: list[Any], key: str) -> int:
