@@ -11,6 +11,8 @@ from prove_assets.core.scoring import SentenceEmbedder, paper_score
 from prove_assets.core.strict import StrictEntailment, class_words, strict_score
 from prove_assets.core.tuples import SceneTuple, parse_tuples
 from prove_assets.defs.checks import known_answer_failures
+from prove_assets.defs.quality import calibration_sources
+from prove_assets.storage.warehouse import Warehouse
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +129,44 @@ def test_calibration_cases_have_known_labels(judge):
     assert set(summary["perturbation"]) <= set(PERTURBATIONS)
     row = summary[(summary["scorer"] == "strict") & (summary["perturbation"] == "relation_reverse")].iloc[0]
     assert row["detection_recall"] == 1.0 and row["mean_delta_t"] < 0 and pd.isna(row["false_alarm_rate"])
+
+
+def test_calibration_samples_a_bounded_fixed_set_of_kept_pairs(tmp_path):
+    """Past MAX_KEPT_SOURCES kept pairs the report's cost would grow with the dataset: it takes
+    a fixed sample by hash of qa_id, the same on every run, and says how many it took."""
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    qa_ids = [f"img{i}-q" for i in range(6)]
+    verdicts = ["kept", "kept", "kept", "kept", "kept", "answer_mismatch"]
+    qa = pd.DataFrame(
+        {
+            "qa_id": qa_ids,
+            "image_id": [f"img{i}" for i in range(6)],
+            "question": "What is on the saucer?",
+            "verdict": verdicts,
+        }
+    )
+    wh.replace_partition("verified_qa", qa, {"shard": "s"})
+    rows = []
+    for qa_id, image_id in zip(qa_ids, qa["image_id"], strict=True):
+        for t in CAPTION[6], CAPTION[12]:
+            rows.append({**t.as_row(), "qa_id": qa_id, "image_id": image_id, "error": None})
+    tuples = pd.DataFrame(rows)
+    wh.replace_partition("answer_tuples", tuples.drop(columns=["image_id"]), {"shard": "s"})
+    wh.replace_partition("caption_tuples", tuples.drop(columns=["qa_id"]).drop_duplicates(), {"shard": "s"})
+    images = pd.DataFrame({"image_id": qa["image_id"], "caption": "A red espresso cup on a saucer.", "status": "ok"})
+    wh.replace_partition("images", images, {"shard": "s"})
+
+    every, n_kept = calibration_sources(wh)
+    kept_sources = [s.source for s in every if s.source.startswith("kept:")]
+    assert n_kept == 5 and sorted(kept_sources) == sorted(f"kept:{q}" for q in qa_ids[:5])
+    sample, n_kept = calibration_sources(wh, max_kept=2)
+    sampled = [s.source for s in sample if s.source.startswith("kept:")]
+    assert n_kept == 5 and len(sampled) == 2 and set(sampled) < set(kept_sources)
+    assert sampled == [s.source for s in calibration_sources(wh, max_kept=2)[0] if s.source.startswith("kept:")]
+    # The hand-written gold facts are always all there.
+    assert [s.source for s in sample if s.source.startswith("gold:")] == [
+        s.source for s in every if s.source.startswith("gold:")
+    ]
 
 
 def test_known_answer_check():

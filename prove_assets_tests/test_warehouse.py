@@ -66,6 +66,16 @@ def test_replace_one_partition_keeps_the_others(wh: Warehouse) -> None:
     assert sorted(b["image_id"]) == [f"b-img{i}" for i in range(4)]
 
 
+def test_read_some_columns_of_some_rows(wh: Warehouse) -> None:
+    wh.replace_partition("scores", _frame("a", 3), {"shard": "a"})
+    wh.replace_partition("scores", _frame("b", 2), {"shard": "b"})
+    rows = wh.read("scores", {"image_id": ["a-img1", "b-img0"]}, columns=["image_id", "shard"])
+    assert list(rows.columns) == ["image_id", "shard"]
+    assert sorted(rows.itertuples(index=False, name=None)) == [("a-img1", "a"), ("b-img0", "b")]
+    with pytest.raises(ValueError):
+        wh.read("scores", columns=["image_id; DROP TABLE prove.scores"])
+
+
 def test_replace_is_idempotent(wh: Warehouse) -> None:
     df = _frame("a", 5)
     for _ in range(3):

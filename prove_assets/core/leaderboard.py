@@ -8,6 +8,11 @@ from collections import Counter
 import pandas as pd
 
 SUBSETS = ("simple", "complex", "full")
+# The response_scores columns the functions below read (not the per-tuple match details).
+SCORE_COLUMNS = (
+    "qa_id", "model", "scorer", "complexity", "question_type", "truth_source",
+    "helpfulness", "truthfulness", "edge_case", "error", "hallucinated_entities",
+)  # fmt: skip
 
 
 def leaderboard_table(scores: pd.DataFrame) -> pd.DataFrame:

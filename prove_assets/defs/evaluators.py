@@ -458,7 +458,7 @@ def agreement_tables(wh: Warehouse, registered: set[str]) -> dict[str, pd.DataFr
     )
     per_model = per_model_table(responses) if len(responses) else pd.DataFrame(columns=["model", "n"])
     cal = wh.read("metric_calibration")
-    cases = make_cases(calibration_sources(wh))
+    cases = make_cases(calibration_sources(wh)[0])
     injected = perturbation_summary(evaluate_perturbations(cases), cal if len(cal) else None)
     return {
         "injected_hallucinations": injected,

@@ -4,7 +4,13 @@ import dagster as dg
 
 from prove_assets.backends.responders import load_models
 from prove_assets.config import models_file
-from prove_assets.core.leaderboard import by_question_type, hallucinated_objects, leaderboard_table, wide_table
+from prove_assets.core.leaderboard import (
+    SCORE_COLUMNS,
+    by_question_type,
+    hallucinated_objects,
+    leaderboard_table,
+    wide_table,
+)
 from prove_assets.defs.common import content_version, markdown_table
 from prove_assets.defs.evaluation import response_scores
 from prove_assets.defs.resources import WarehouseResource
@@ -16,7 +22,7 @@ def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
     simple, complex and full subsets, with breakdowns by question type (first two words) and
     the most-hallucinated objects."""
     wh = warehouse.get()
-    scores = wh.read("response_scores")
+    scores = wh.read("response_scores", columns=SCORE_COLUMNS)
     if "model" not in scores:
         raise dg.Failure("no response_scores yet: materialize the evaluation assets first")
     # A model removed from models.yaml keeps its old rows; the leaderboard shows registered models.

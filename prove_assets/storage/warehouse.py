@@ -15,7 +15,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -210,9 +210,15 @@ class Warehouse:
                 con.unregister("incoming")
         return len(df)
 
-    def read(self, table: str, where: Mapping[str, str | list[str]] | None = None) -> pd.DataFrame:
-        """Rows of a table, optionally filtered by equality / IN on columns. A missing table
-        reads as an empty frame."""
+    def read(
+        self,
+        table: str,
+        where: Mapping[str, str | list[str]] | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pd.DataFrame:
+        """Rows of a table, optionally filtered by equality / IN on columns and limited to some
+        columns (reports over a whole table skip the wide JSON ones). A missing table reads as
+        an empty frame."""
         with self.connect(read_only=True) as con:
             if not self.table_exists(con, table):
                 return pd.DataFrame()
@@ -224,7 +230,8 @@ class Warehouse:
                 else:
                     clauses.append(f"{_ident(col)} = ?")
                     params.append(value)
-            sql = f"SELECT * FROM {SCHEMA}.{_ident(table)}"
+            selected = ", ".join(_ident(c) for c in columns) if columns else "*"
+            sql = f"SELECT {selected} FROM {SCHEMA}.{_ident(table)}"
             if clauses:
                 sql += " WHERE " + " AND ".join(clauses)
             return con.execute(sql, params).df()
