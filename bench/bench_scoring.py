@@ -14,7 +14,7 @@ from prove_assets.core.scoring import SentenceEmbedder, paper_score
 from prove_assets.core.tuples import parse_tuples
 
 
-def main(responses_per_image: int = 120) -> None:
+def main(responses_per_image: int = 120, repeats: int = 5) -> None:
     gold = {
         k: parse_tuples(v)
         for k, v in json.loads((SAMPLE_DIR / "gold_tuples.json").read_text()).items()
@@ -31,24 +31,28 @@ def main(responses_per_image: int = 120) -> None:
     texts = [t.text for _, a, r in work for t in a + r] + [t.text for ts in gold.values() for t in ts]
     unique = list(dict.fromkeys(texts))
 
-    raw = SentenceEmbedder()
-    raw.model.encode(unique[:64], batch_size=64)  # warm up
-    started = time.monotonic()
-    raw.model.encode(unique, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
-    raw_rate = len(unique) / (time.monotonic() - started)
+    # One model, alternating raw and our runs, best of `repeats` each: a single pass over these
+    # texts takes ~0.6 s, so one run of each varied by +-20% with whatever else the cores did.
+    embedder = SentenceEmbedder()
+    embedder.model.encode(unique[:64], batch_size=64)  # warm up
+    raw_best = ours_best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        embedder.model.encode(unique, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+        raw_best = min(raw_best, time.perf_counter() - started)
 
-    ours = SentenceEmbedder()
-    ours.model.encode(unique[:64], batch_size=64)
-    started = time.monotonic()
-    ours.encode(sorted(set(texts)))  # what response_scores does first: one batched, de-duplicated pass
-    for image, answer, response in work:
-        paper_score("what is shown?", answer, response, gold[image], ours)
-    elapsed = time.monotonic() - started
+        embedder._memo.clear()  # every run starts cold, as a fresh response_scores process does
+        started = time.perf_counter()
+        embedder.encode(sorted(set(texts)))  # what response_scores does first: one batched, de-duplicated pass
+        for image, answer, response in work:
+            paper_score("what is shown?", answer, response, gold[image], embedder)
+        ours_best = min(ours_best, time.perf_counter() - started)
+
     scored = sum(len(a) + len(r) for _, a, r in work)
-    print(f"scoring: {len(work)} responses, {scored} tuples scored, {len(unique)} distinct tuple texts")
+    raw_rate, rate = len(unique) / raw_best, len(unique) / ours_best
+    print(f"scoring: {len(work)} responses, {scored} tuples scored, {len(unique)} distinct texts, best of {repeats}")
     print(f"  raw encoder: {raw_rate:8.0f} distinct tuples/s (batch 64)")
-    rate = len(unique) / elapsed
-    print(f"  response_scores path: {rate:8.0f} distinct tuples/s, {scored / elapsed:8.0f} tuples scored/s")
+    print(f"  response_scores path: {rate:8.0f} distinct tuples/s, {scored / ours_best:8.0f} tuples scored/s")
     print(f"  ratio (distinct tuples/s, ours vs raw encoder): {rate / raw_rate:.2f}   (target >= 0.8)")
 
 

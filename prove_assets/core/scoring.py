@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -53,6 +54,7 @@ class SentenceEmbedder:
         self.batch_size = batch_size
         self._memo: dict[str, np.ndarray] = {}
         self.max_memo = max_memo
+        self.dim = self.model.get_embedding_dimension() or 384
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
@@ -70,16 +72,16 @@ class SentenceEmbedder:
                 show_progress_bar=False,
             )
             self._memo.update(zip(missing, vecs, strict=True))
-        dim = self.model.get_embedding_dimension() or 384
-        return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, dim), dtype=np.float32)
+        return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
 
 
 def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def _words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text.lower())}
+@lru_cache(maxsize=65_536)  # the same questions and tuple parts come back for every model
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_stem(w) for w in _WORD.findall(text.lower()))
 
 
 def stated_in_question(t: SceneTuple, question: str) -> bool:

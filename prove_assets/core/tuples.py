@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 TupleKind = Literal["entity", "attribute", "relation"]
@@ -49,7 +50,7 @@ class SceneTuple:
     predicate: str | None = None
     target: str | None = None
 
-    @property
+    @cached_property  # read for every comparison; a frozen dataclass never changes it
     def text(self) -> str:
         """A short sentence for the tuple: what the embedding scorer compares."""
         if self.kind == "entity":
