@@ -36,12 +36,13 @@ def calibration_sources(wh: Warehouse, max_kept: int = MAX_KEPT_SOURCES) -> tupl
             sources.append(Source(f"gold:{gold.image_id}:{i}", "", (*named, fact), tuple(gold.tuples), gold.caption))
     if not _has_table(wh, "verified_qa"):
         return sources, 0
-    n_kept = int(wh.query(f"SELECT count(*) AS n FROM {SCHEMA}.verified_qa WHERE verdict = 'kept'")["n"][0])
+    # The window count is taken before LIMIT: every kept pair, not just the sampled ones.
     kept = wh.query(
-        f"SELECT qa_id, image_id, question FROM {SCHEMA}.verified_qa WHERE verdict = 'kept' "
-        "ORDER BY md5(qa_id) LIMIT ?",
+        f"SELECT qa_id, image_id, question, count(*) OVER () AS n_kept FROM {SCHEMA}.verified_qa "
+        "WHERE verdict = 'kept' ORDER BY md5(qa_id) LIMIT ?",
         [max_kept],
     )
+    n_kept = int(kept["n_kept"].iloc[0]) if len(kept) else 0
     qa_ids, image_ids = kept["qa_id"].tolist(), sorted(set(kept["image_id"]))
     answers = tuples_by(wh.read("answer_tuples", {"qa_id": qa_ids}), "qa_id")
     captions = tuples_by(wh.read("caption_tuples", {"image_id": image_ids}), "image_id")
