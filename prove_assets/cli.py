@@ -4,6 +4,7 @@ prove-assets demo               register partitions, build the benchmark, evalua
 prove-assets leaderboard        print Table 1 (--format table|csv|json, --scorer all|paper|strict)
 prove-assets calibrate          each scorer's detection of injected hallucinations (--format table|json)
 prove-assets run-program FILE   run one verification program in the sandbox
+prove-assets plan               requests a run would send (cached vs to send), tokens, wall time, cost
 prove-assets lineage QA_ID      trace a QA pair: caption, tuples, LLM calls, program, every model's score
 prove-assets stale              list stale asset-partitions with their causes
 prove-assets refresh            re-materialize exactly those
@@ -123,7 +124,12 @@ def cmd_run_program(args: argparse.Namespace) -> None:
 
     source = Path(args.file).read_text()
     if args.scene_graph:
-        sg_json = Path(args.scene_graph).read_text()
+        from prove_assets.core.scene_graph_io import SceneGraphFormatError, scene_graph_json
+
+        try:
+            sg_json = scene_graph_json(Path(args.scene_graph).read_text(), args.scene_graph)
+        except SceneGraphFormatError as exc:
+            raise SystemExit(f"invalid scene graph: {exc}") from None
     else:
         df = Warehouse(warehouse_path()).read("scene_graphs", {"image_id": args.image})
         if df.empty:
@@ -144,6 +150,26 @@ def cmd_run_program(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_plan(args: argparse.Namespace) -> None:
+    """What `demo` (or a backfill of these shards x models) would send, before sending anything."""
+    from prove_assets.planning import build_plan
+
+    try:
+        plan = build_plan(args.shards, args.models)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    table = plan.table()
+    if args.format == "json":
+        print(table.to_json(orient="records", indent=2))
+        return
+    _print_df(table)
+    print("requests: what the step asks; cached: answered by a recorded call (prove.llm_calls, or the recorded ledger")
+    print("for the embedded model); to send: new requests. ~ = an estimate (inputs not built yet), ? = not known yet.")
+    if not plan.priced:
+        print("No price configured: PROVE_LLM_PRICE_IN / PROVE_LLM_PRICE_OUT (per 1k tokens), or price_in / price_out")
+        print("of a models.yaml entry, add a cost column.")
+
+
 def cmd_lineage(args: argparse.Namespace) -> None:
     from prove_assets.storage.lineage import LineageError, format_lineage, qa_lineage
 
@@ -151,7 +177,7 @@ def cmd_lineage(args: argparse.Namespace) -> None:
         chain = qa_lineage(Warehouse(warehouse_path()), args.qa_id)
     except LineageError as exc:
         raise SystemExit(str(exc)) from None
-    link = explorer_link(args.qa_id)
+    link = explorer_link(args.qa_id, chain.get("shard"))
     if args.json:
         print(json.dumps({**chain, "explorer": link}, indent=2, default=str))
     else:
@@ -159,13 +185,14 @@ def cmd_lineage(args: argparse.Namespace) -> None:
         print(f"\nEXPLORER  {link or 'not built yet: materialize the `report` job (make demo)'}")
 
 
-def explorer_link(qa_id: str) -> str | None:
-    """The QA pair's anchor in the explorer (`file://...#qa_id`); None while there is no explorer."""
+def explorer_link(qa_id: str, shard: str | None = None) -> str | None:
+    """The QA pair's anchor on its image's page of the explorer (`file://.../pages/...html#qa_id`;
+    the index's anchor when the shard is not given); None while there is no explorer."""
     from prove_assets.config import dagster_home
     from prove_assets.core.explorer import explorer_index, qa_link
 
     index = explorer_index(dagster_home())
-    return qa_link(index, qa_id) if index.is_file() else None
+    return qa_link(index, qa_id, shard) if index.is_file() else None
 
 
 def cmd_stale(args: argparse.Namespace) -> None:
@@ -295,9 +322,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("file")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--image", help="use this image's scene graph from the warehouse")
-    g.add_argument("--scene-graph", help="a scene graph JSON file (node-link, as in prove.scene_graphs)")
+    g.add_argument(
+        "--scene-graph",
+        help='a scene graph JSON file: {"caption", "sg_dict"} (the seed form), a bare sg_dict, '
+        "or the node-link export of prove.scene_graphs",
+    )
     p.add_argument("--timeout", type=float, default=2.0)
     p.set_defaults(func=cmd_run_program)
+    p = sub.add_parser("plan", help="requests a demo/backfill would send, cached vs to send, tokens, time, cost")
+    p.add_argument("--shards", nargs="*", help="shard keys (default: every shard in datasets.yaml)")
+    p.add_argument("--models", nargs="*", help="model names (default: every model in models.yaml)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(func=cmd_plan)
     p = sub.add_parser("lineage", help="trace one QA pair from image to every model's score")
     p.add_argument("qa_id")
     p.add_argument("--json", action="store_true")

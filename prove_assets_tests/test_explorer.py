@@ -12,7 +12,7 @@ import pandas as pd
 
 from prove_assets.config import SAMPLE_DIR
 from prove_assets.core import plots, progress
-from prove_assets.core.explorer import explorer_index, qa_link, render_html, write_explorer
+from prove_assets.core.explorer import explorer_index, image_page_path, index_html, qa_link, write_explorer
 from prove_assets.storage.warehouse import Warehouse
 from prove_assets_tests.pipeline import run_selection, scripted_resources, shard_model
 
@@ -176,19 +176,33 @@ def sample_tables() -> dict[str, pd.DataFrame]:
     }
 
 
+def by_shard(tables: dict[str, pd.DataFrame]):
+    """What the asset yields: each shard's tables, one shard at a time."""
+    for shard in sorted(set(tables["images"]["shard"])):
+        yield shard, {k: v[v["shard"] == shard] if "shard" in v else v for k, v in tables.items() if k != "leaderboard"}
+
+
 def test_write_explorer_is_self_contained(tmp_path):
     tables = sample_tables()
     figures = plots.all_plots(tables["leaderboard"], tables["response_scores"], tables["verified_qa"])
-    summary = write_explorer(tables, tmp_path / "explorer", figures)
-    page = summary.index.read_text()
+    summary = write_explorer(by_shard(tables), tables["leaderboard"], tmp_path / "explorer", figures)
+    index = summary.index.read_text()
     assert summary.images == 2 and summary.qa_pairs == 2 and summary.kept == 1
     assert summary.models == ["blind", "gold"]
-    # Every local reference resolves inside the folder; nothing points at the network.
-    refs = re.findall(r"src='([^']+)'", page)
-    assert refs and all((summary.index.parent / r).is_file() for r in refs)
-    assert not re.search(r"(src|href)=['\"]?(https?:)?//", page)
+    # One page per image, linked from the index; every local reference resolves inside the
+    # folder; nothing points at the network.
+    pages = {p: (summary.index.parent / p) for p in (image_page_path("s-000", i) for i in ("coffee", "gone"))}
+    assert all(f"data-page='{p}'" in index and path.is_file() for p, path in pages.items())
+    for html_path in [summary.index, *pages.values()]:
+        text = html_path.read_text()
+        refs = re.findall(r"src='([^']+)'", text)
+        assert all((html_path.parent / r).is_file() for r in refs), html_path
+        assert not re.search(r"(src|href)=['\"]?(https?:)?//", text)
+    refs = re.findall(r"src='([^']+)'", index)
     assert {f"plots/{n}.png" for n in plots.PLOT_NAMES} <= set(refs)
     assert any(r.startswith("images/") and r.endswith(".jpg") for r in refs)
+    page = "".join(p.read_text() for p in pages.values())
+    assert "src='../../images/" in page
     assert "photo unavailable" in page  # the missing file is said, not a broken <img>
     # Stable anchors, verdicts, both QA pairs (kept and discarded) with their programs.
     assert "id='coffee-aaaa1111'" in page and "id='coffee-bbbb2222'" in page
@@ -199,14 +213,15 @@ def test_write_explorer_is_self_contained(tmp_path):
     assert "class='chip miss'" in page
     # Both scorers' rows for each model, in the responses and in the leaderboard.
     assert page.count("<b>strict</b>: H") == 2 and page.count("<b>paper</b>: H") == 2
-    assert "<td>blind</td><td>strict</td>" in page
-    # Filters list what the data holds; captions are escaped.
+    assert "<td>blind</td><td>strict</td>" in index
+    # Filters list what the data holds (on the index and the pages); captions are escaped.
     for option in ("gold", "blind", "kept", "answer_mismatch", "what color", "simple"):
-        assert f"<option value='{option}'>" in page
-    assert "Missing &lt;b&gt;file&lt;/b&gt;." in page
+        assert f"<option value='{option}'>" in index and f"<option value='{option}'>" in page
+    assert "data-verdict='|answer_mismatch|kept|'" in index
+    assert "Missing &lt;b&gt;file&lt;/b&gt;." in page and "Missing &lt;b&gt;file&lt;/b&gt;." in index
     # Re-writing replaces the folder (no stale files left behind).
     (summary.index.parent / "images" / "stale.jpg").write_bytes(b"x")
-    write_explorer(tables, tmp_path / "explorer", figures)
+    write_explorer(by_shard(tables), tables["leaderboard"], tmp_path / "explorer", figures)
     assert not (summary.index.parent / "images" / "stale.jpg").exists()
 
 
@@ -235,8 +250,8 @@ def test_funnel_and_hallucination_counts():
     assert counts == {("blind", "dragon"): 1}
 
 
-def test_render_html_without_data_says_so():
-    page = render_html({}, {}, [])
+def test_index_without_data_says_so():
+    page = index_html(pd.DataFrame(), [], [])
     assert "No leaderboard yet" in page and "no images yet" in page
 
 
@@ -244,6 +259,8 @@ def test_qa_link_is_a_file_url_with_the_anchor(tmp_path):
     index = explorer_index(tmp_path)
     assert index == tmp_path / "explorer" / "index.html"
     assert qa_link(index, "img 1-abc") == f"{index.resolve().as_uri()}#img%201-abc"
+    page = (index.parent / image_page_path("s-000", "img 1")).resolve().as_uri()
+    assert qa_link(index, "img 1-abc", "s-000") == f"{page}#img%201-abc"
 
 
 # --- the asset, end to end over the scripted test server -------------------------------------
@@ -299,7 +316,7 @@ def test_explorer_asset_and_lineage_link(instance, scripted_llm, prove_home, cap
         assert (index.parent / "plots" / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
     wh = Warehouse(prove_home / "warehouse.duckdb")
     qa = wh.read("verified_qa")
-    page = index.read_text()
+    page = "".join(p.read_text() for p in (index.parent / "pages").rglob("*.html"))
     assert all(f"id='{q}'" in page for q in qa["qa_id"])  # every pair, kept or not, has its anchor
     assert meta["qa_pairs"].value == len(qa) and meta["kept"].value == int((qa["verdict"] == "kept").sum())
     assert len(list((index.parent / "images").glob("*.jpg"))) == 2
@@ -310,7 +327,8 @@ def test_explorer_asset_and_lineage_link(instance, scripted_llm, prove_home, cap
     capsys.readouterr()
     main(["lineage", kept])
     out = capsys.readouterr().out
-    assert f"EXPLORER  {qa_link(index, kept)}" in out
+    assert f"EXPLORER  {qa_link(index, kept, 'mini-000')}" in out
+    assert "/pages/" in qa_link(index, kept, "mini-000")
 
 
 def test_no_explorer_link_before_the_explorer_exists(prove_home):

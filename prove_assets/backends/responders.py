@@ -88,6 +88,52 @@ def _from_results(results: list) -> list[Response]:
     return out
 
 
+def response_requests(
+    spec: ModelSpec, questions: list[Question], prompts_dir: Path
+) -> tuple[LLMSettings | None, list[LLMRequest], dict[int, str]]:
+    """The LLM requests that answer `questions` with a model of an LLM backend (caption_oracle,
+    blind, openai): the settings of the gateway they go through (None = the benchmark LLM), the
+    requests, and the questions that cannot be asked (index -> reason, e.g. an unreadable image).
+    `respond` sends them; `prove-assets plan` hashes them without sending."""
+    if spec.backend in ("caption_oracle", "blind"):
+        prompt = load_prompt(prompts_dir, "answer_with_caption" if spec.backend == "caption_oracle" else "answer_blind")
+        reqs = [
+            LLMRequest(
+                prompt,
+                {"caption": q.caption, "question": q.question},
+                max_tokens=int(spec.settings.get("max_tokens", 256)),
+            )
+            for q in questions
+        ]
+        return None, reqs, {}
+    if spec.backend != "openai":
+        raise ModelRegistryError(f"model {spec.name!r}: backend {spec.backend!r} sends no LLM requests")
+    s = spec.settings
+    if not s.get("model") or not s.get("base_url"):
+        raise ModelRegistryError(f"model {spec.name!r}: the openai backend needs model and base_url")
+    settings = LLMSettings(
+        base_url=s["base_url"],
+        model=s["model"],
+        api_key_env=s.get("api_key_env"),
+        max_tokens=int(s.get("max_tokens", 512)),
+        timeout_s=float(s.get("timeout_s", 120)),
+        max_retries=int(s.get("max_retries", 4)),
+        max_concurrency=int(s.get("max_concurrency", 4)),
+        temperature=float(s.get("temperature", 0.0)),
+        seed=int(s.get("seed", 0)),
+        json_mode="none",
+    )
+    prompt = load_prompt(prompts_dir, "answer_with_image")
+    reqs = []
+    bad: dict[int, str] = {}
+    for i, q in enumerate(questions):
+        try:
+            reqs.append(LLMRequest(prompt, {"question": q.question}, image_url=image_data_url(q.image_path)))
+        except OSError as exc:
+            bad[i] = f"image unreadable: {exc}"
+    return settings, reqs, bad
+
+
 def respond(
     spec: ModelSpec,
     questions: list[Question],
@@ -99,42 +145,8 @@ def respond(
     the benchmark LLM; a settings object a model's own endpoint."""
     if spec.backend == "gold":
         return [Response(response=q.answer, latency_s=0.0) for q in questions]
-    if spec.backend in ("caption_oracle", "blind"):
-        prompt = load_prompt(prompts_dir, "answer_with_caption" if spec.backend == "caption_oracle" else "answer_blind")
-        reqs = [
-            LLMRequest(
-                prompt,
-                {"caption": q.caption, "question": q.question},
-                max_tokens=int(spec.settings.get("max_tokens", 256)),
-            )
-            for q in questions
-        ]
-        with llm(None) as gw:
-            return _from_results(gw.run(reqs, on_progress))
-    if spec.backend == "openai":
-        s = spec.settings
-        if not s.get("model") or not s.get("base_url"):
-            raise ModelRegistryError(f"model {spec.name!r}: the openai backend needs model and base_url")
-        settings = LLMSettings(
-            base_url=s["base_url"],
-            model=s["model"],
-            api_key_env=s.get("api_key_env"),
-            max_tokens=int(s.get("max_tokens", 512)),
-            timeout_s=float(s.get("timeout_s", 120)),
-            max_retries=int(s.get("max_retries", 4)),
-            max_concurrency=int(s.get("max_concurrency", 4)),
-            temperature=float(s.get("temperature", 0.0)),
-            seed=int(s.get("seed", 0)),
-            json_mode="none",
-        )
-        prompt = load_prompt(prompts_dir, "answer_with_image")
-        reqs = []
-        bad: dict[int, str] = {}
-        for i, q in enumerate(questions):
-            try:
-                reqs.append(LLMRequest(prompt, {"question": q.question}, image_url=image_data_url(q.image_path)))
-            except OSError as exc:
-                bad[i] = f"image unreadable: {exc}"
+    if spec.backend in ("caption_oracle", "blind", "openai"):
+        settings, reqs, bad = response_requests(spec, questions, prompts_dir)
         with llm(settings) as gw:
             answered = iter(_from_results(gw.run(reqs, on_progress)))
         return [Response(None, error=bad[i]) if i in bad else next(answered) for i in range(len(questions))]

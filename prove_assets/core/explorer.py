@@ -1,16 +1,22 @@
-"""The PROVE explorer: one static HTML page over the warehouse tables (pure Python, no Dagster).
+"""The PROVE explorer: static HTML pages over the warehouse tables (pure Python, no Dagster).
 
-`write_explorer` writes `index.html` with `images/` (downscaled copies of the photos) and
-`plots/` (PNG figures) beside it, all linked by relative paths, so the folder opens offline in
-any browser and can be copied or zipped as a whole. The page holds:
+`write_explorer` writes `index.html`, one page per image under `pages/<shard>/`, `images/`
+(downscaled copies of the photos) and `plots/` (PNG figures), all linked by relative paths, so
+the folder opens offline in any browser and can be copied or zipped as a whole.
 
-- the leaderboard (PROVE Table 1, one row per model and scorer) and the figures;
-- per image: the photo, the caption, the scene graph, and every generated QA pair, kept or
-  discarded, with its verification program, the program's output, similarity and verdict;
-- per kept QA pair: every model's response with its tuples coloured (green = supported by the
-  caption, red = hallucinated), the answer tuples it recalled, and H / T per scorer;
-- filters by model, verdict, question type and complexity (plain inline JavaScript);
-- a stable anchor per QA pair: `index.html#<qa_id>` (what `prove-assets lineage` prints).
+- the index: the leaderboard (PROVE Table 1, one row per model and scorer), the figures, and a
+  row per image with its thumbnail, caption and counts, filtered by model, verdict, question
+  type and complexity, linking the image's page;
+- an image's page: the photo, the caption, the scene graph, and every generated QA pair, kept or
+  discarded, with its verification program, the program's output, similarity and verdict; per
+  kept pair every model's response with its tuples coloured (green = supported by the caption,
+  red = hallucinated), the answer tuples it recalled, and H / T per scorer; the same filters;
+- a stable anchor per QA pair on its image's page (what `prove-assets lineage` prints);
+  `index.html#<qa_id>` still works: the index forwards it to the page.
+
+Pages are rendered and written one image at a time from one shard's rows at a time, so the
+memory it takes does not grow with the dataset (one page for everything grew ~20 MB per 100
+images at 1,000 synthetic images).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import json
 import re
 import shutil
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +39,7 @@ from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.scoring import question_type
 
 EXPLORER_DIR = "explorer"
+PAGES_DIR = "pages"
 THUMBNAIL_PX = 640
 SUBSETS = ("simple", "complex", "full")
 TABLES = (
@@ -51,9 +58,19 @@ def explorer_index(dagster_home: Path) -> Path:
     return Path(dagster_home) / EXPLORER_DIR / "index.html"
 
 
-def qa_link(index: Path, qa_id: str) -> str:
-    """file:// link to one QA pair's anchor in the explorer."""
-    return f"{Path(index).resolve().as_uri()}#{urllib.parse.quote(qa_id, safe='')}"
+def image_page_path(shard: str, image_id: str) -> str:
+    """One image's page, relative to the explorer folder."""
+    return f"{PAGES_DIR}/{_safe_name(str(shard))}/{_safe_name(str(image_id))}.html"
+
+
+def qa_link(index: Path, qa_id: str, shard: str | None = None) -> str:
+    """file:// link to one QA pair: its anchor on its image's page when the shard is known (a
+    qa_id is `<image_id>-<hash>`), else the index's anchor, which forwards to that page."""
+    anchor = urllib.parse.quote(qa_id, safe="")
+    if shard is None:
+        return f"{Path(index).resolve().as_uri()}#{anchor}"
+    page = Path(index).parent / image_page_path(shard, qa_id.rpartition("-")[0])
+    return f"{page.resolve().as_uri()}#{anchor}"
 
 
 @dataclass(frozen=True)
@@ -301,6 +318,7 @@ pre{background:#f4f4f4;padding:6px;overflow:auto;font-size:12px}
 .good{background:#c9efc9;color:#064d06}.bad{background:#f8c4c4;color:#8a0b0b}
 .miss{background:#eee;color:#777;text-decoration:line-through}.gt{background:#dde6f8}
 .err{color:#b00}.muted{color:#777;font-size:12px}.hidden{display:none!important}
+td.thumb img{width:120px;border-radius:3px}table.images td.caption{font-size:12px;max-width:700px}
 """
 
 _JS = """
@@ -331,6 +349,14 @@ function applyFilters() {
   }
   document.getElementById('count').textContent = shown + ' QA pairs shown';
 }
+function presetFilters() {
+  // Filters chosen on the index come along as ?model=...&verdict=...
+  const params = new URLSearchParams(location.search);
+  for (const s of $('#filters select')) {
+    const v = params.get(s.id.slice(2));
+    if (v && Array.from(s.options).some(o => o.value === v)) s.value = v;
+  }
+}
 function revealTarget() {
   const id = decodeURIComponent(location.hash.slice(1));
   const el = id && document.getElementById(id);
@@ -343,8 +369,43 @@ function revealTarget() {
 window.addEventListener('hashchange', revealTarget);
 document.addEventListener('DOMContentLoaded', () => {
   for (const s of $('#filters select')) s.addEventListener('change', applyFilters);
+  presetFilters();
   applyFilters();
   revealTarget();
+});
+"""
+
+_INDEX_JS = """
+const $ = (s, e=document) => Array.from(e.querySelectorAll(s));
+function applyFilters() {
+  const f = {};
+  for (const k of ['model', 'verdict', 'qtype', 'complexity']) f[k] = document.getElementById('f-' + k).value;
+  const query = new URLSearchParams(Object.entries(f).filter(([, v]) => v)).toString();
+  let shown = 0;
+  for (const row of $('tr.img-row')) {
+    const ok = Object.entries(f).every(([k, v]) => !v || row.dataset[k].includes('|' + v + '|'));
+    row.classList.toggle('hidden', !ok);
+    if (ok) shown++;
+    for (const a of $('a', row)) a.setAttribute('href', row.dataset.page + (query ? '?' + query : ''));
+  }
+  for (const row of $('table.board:not(.images) tbody tr')) {
+    row.classList.toggle('hidden', !!f.model && row.dataset.model !== f.model);
+  }
+  document.getElementById('count').textContent = shown + ' images shown';
+}
+function forward() {
+  // index.html#<qa_id> (links from older explorers): open the pair on its image's page.
+  const id = decodeURIComponent(location.hash.slice(1));
+  if (!id || document.getElementById(id)) return;
+  const imageId = id.replace(/-[^-]*$/, '');
+  const row = $('tr.img-row').find(r => r.dataset.imageId === imageId);
+  if (row) location.replace(row.dataset.page + '#' + encodeURIComponent(id));
+}
+window.addEventListener('hashchange', forward);
+document.addEventListener('DOMContentLoaded', () => {
+  forward();
+  for (const s of $('#filters select')) s.addEventListener('change', applyFilters);
+  applyFilters();
 });
 """
 
@@ -361,80 +422,146 @@ def _by(rows: list[dict[str, Any]], *keys: str) -> dict[tuple, list[dict[str, An
     return out
 
 
-def render_html(tables: Mapping[str, pd.DataFrame], image_src: Mapping[tuple, str | None], plots: list[str]) -> str:
-    """The page as a string. `image_src[(shard, image_id)]` is each photo's relative path,
-    `plots` the relative paths of the figures."""
-    empty = pd.DataFrame()
-    images = _records(tables.get("images", empty))
-    images = [i for i in images if i.get("status", "ok") == "ok"]
-    graphs = {(g.get("shard"), g["image_id"]): g.get("scene_graph") for g in _records(tables.get("scene_graphs"))}
-    qas = _records(tables.get("verified_qa"))
-    answer_tuples = _by(_records(tables.get("answer_tuples")), "qa_id")
-    responses = _records(tables.get("model_responses"))
-    scores = _by(_records(tables.get("response_scores")), "qa_id", "model")
-    board = tables.get("leaderboard", empty)
-
-    models = sorted({str(r["model"]) for r in responses})
-    verdicts = sorted({str(q.get("verdict")) for q in qas}, key=lambda v: (v != "kept", v))
-    qtypes = sorted({question_type(str(q.get("question") or "")) for q in qas if q.get("question")})
-    complexities = sorted({str(q.get("complexity")) for q in qas if q.get("complexity")})
-
-    resp_by_qa = _by(responses, "qa_id")
-    qa_by_image = _by(sorted(qas, key=lambda q: (q.get("verdict") != "kept", str(q.get("qa_id")))), "shard", "image_id")
-
+def _qa_blocks(
+    pairs: list[dict[str, Any]],
+    answer_tuples: dict[tuple, list[dict[str, Any]]],
+    resp_by_qa: dict[tuple, list[dict[str, Any]]],
+    scores: dict[tuple, list[dict[str, Any]]],
+) -> list[str]:
     blocks = []
-    for img in sorted(images, key=lambda i: (str(i.get("shard")), int(i.get("position") or 0), str(i["image_id"]))):
-        key = (img.get("shard"), img["image_id"])
-        pairs = qa_by_image.get(key, [])
-        qa_blocks = []
-        for q in pairs:
-            if q.get("question") is None:
-                continue
-            rs = [
-                response_html(r, scores.get((q["qa_id"], r["model"]), []))
-                for r in sorted(resp_by_qa.get((q["qa_id"],), []), key=lambda r: str(r["model"]))
-            ]
-            gt = [str(t["text"]) for t in answer_tuples.get((q["qa_id"],), []) if t.get("text")]
-            qa_blocks.append(qa_html(q, rs, gt))
-        src = image_src.get(key)
-        photo = (
-            f"<img src='{_e(src)}' alt='{_e(img['image_id'])}' loading='lazy'>" if src else "<p>photo unavailable</p>"
-        )
-        n_kept = sum(q.get("verdict") == "kept" for q in pairs)
-        blocks.append(
-            f"<div class='image' id='img-{_e(_safe_name(str(img['image_id'])))}'>"
-            f"<div>{photo}<h3>{_e(img['image_id'])}</h3><div class='muted'>shard {_e(img.get('shard'))} · "
-            f"{_e(img.get('width'))}×{_e(img.get('height'))} · {len(pairs)} QA pairs, {n_kept} kept</div>"
-            f"<p class='caption'>{_e(img.get('caption'))}</p>"
-            f"<details><summary>scene graph</summary>{scene_graph_html(graphs.get(key))}</details></div>"
-            f"<div>{''.join(qa_blocks) or '<p class=muted>no QA pairs</p>'}</div></div>"
-        )
+    for q in pairs:
+        if q.get("question") is None:
+            continue
+        rs = [
+            response_html(r, scores.get((q["qa_id"], r["model"]), []))
+            for r in sorted(resp_by_qa.get((q["qa_id"],), []), key=lambda r: str(r["model"]))
+        ]
+        gt = [str(t["text"]) for t in answer_tuples.get((q["qa_id"],), []) if t.get("text")]
+        blocks.append(qa_html(q, rs, gt))
+    return blocks
 
-    plots_html = "".join(f"<img src='{_e(p)}' alt='{_e(Path(p).stem)}'>" for p in plots)
-    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    n_kept = sum(q.get("verdict") == "kept" for q in qas)
+
+def _page(title: str, subtitle: str, body: str, script: str) -> str:
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>PROVE explorer</title>
+<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
-<body><header><h1>PROVE explorer</h1>
-<p>{len(images)} images · {len(qas)} generated QA pairs, {n_kept} kept · {len(models)} models · {len(responses)}
-responses · generated {generated} by the <code>explorer</code> asset</p></header>
-<main>
-<h2>Leaderboard</h2>{leaderboard_html(board)}
-<h2>Figures</h2><div class="plots">{plots_html or "<p class='muted'>no figures</p>"}</div>
-<h2>Images and QA pairs</h2>
-<div id="filters">{_select("model", "model", models)}{_select("verdict", "verdict", verdicts)}
-{_select("qtype", "question type", qtypes)}{_select("complexity", "complexity", complexities)}
-<span id="count"></span></div>
-{"".join(blocks) or "<p class='muted'>no images yet</p>"}
-</main><script>{_JS}</script></body></html>
+<body><header><h1>{_e(title)}</h1><p>{subtitle}</p></header>
+<main>{body}</main><script>{script}</script></body></html>
 """
 
 
+def image_page_html(
+    img: Mapping[str, Any],
+    scene_graph_json: str | None,
+    pairs: list[dict[str, Any]],
+    answer_tuples: dict[tuple, list[dict[str, Any]]],
+    resp_by_qa: dict[tuple, list[dict[str, Any]]],
+    scores: dict[tuple, list[dict[str, Any]]],
+    photo: str | None,
+) -> str:
+    """One image's page: photo, caption, scene graph, every QA pair (kept or discarded) with its
+    program and verdict, every model's response and scores; filters; an anchor per QA pair.
+    `photo` is relative to the page; the index is two folders up."""
+    pairs = sorted(pairs, key=lambda q: (q.get("verdict") != "kept", str(q.get("qa_id"))))
+    qa_blocks = _qa_blocks(pairs, answer_tuples, resp_by_qa, scores)
+    models = sorted({str(r["model"]) for rs in resp_by_qa.values() for r in rs})
+    verdicts = sorted({str(q.get("verdict")) for q in pairs}, key=lambda v: (v != "kept", v))
+    qtypes = sorted({question_type(str(q.get("question") or "")) for q in pairs if q.get("question")})
+    complexities = sorted({str(q.get("complexity")) for q in pairs if q.get("complexity")})
+    image_id = str(img["image_id"])
+    n_kept = sum(q.get("verdict") == "kept" for q in pairs)
+    picture = f"<img src='{_e(photo)}' alt='{_e(image_id)}'>" if photo else "<p>photo unavailable</p>"
+    body = (
+        "<p><a href='../../index.html'>← all images and the leaderboard</a></p>"
+        f"<div id='filters'>{_select('model', 'model', models)}{_select('verdict', 'verdict', verdicts)}"
+        f"{_select('qtype', 'question type', qtypes)}{_select('complexity', 'complexity', complexities)}"
+        "<span id='count'></span></div>"
+        f"<div class='image' id='img-{_e(_safe_name(image_id))}'>"
+        f"<div>{picture}<h3>{_e(image_id)}</h3><div class='muted'>shard {_e(img.get('shard'))} · "
+        f"{_e(img.get('width'))}×{_e(img.get('height'))} · {len(pairs)} QA pairs, {n_kept} kept</div>"
+        f"<p class='caption'>{_e(img.get('caption'))}</p>"
+        f"<details><summary>scene graph</summary>{scene_graph_html(scene_graph_json)}</details></div>"
+        f"<div>{''.join(qa_blocks) or '<p class=muted>no QA pairs</p>'}</div></div>"
+    )
+    subtitle = f"{_e(image_id)} · {len(pairs)} generated QA pairs, {n_kept} kept · {len(models)} models"
+    return _page(f"PROVE explorer: {image_id}", subtitle, body, _JS)
+
+
+@dataclass(frozen=True)
+class ImageEntry:
+    """What the index shows of one image, and what its filters need."""
+
+    shard: str
+    image_id: str
+    page: str
+    thumb: str | None
+    caption: str
+    pairs: int
+    kept: int
+    verdicts: tuple[str, ...]
+    qtypes: tuple[str, ...]
+    complexities: tuple[str, ...]
+    models: tuple[str, ...]
+
+
+def _data_set(values: tuple[str, ...]) -> str:
+    """A set as an attribute the index's filters test with `includes('|v|')`."""
+    return _e("|" + "|".join(values) + "|")
+
+
+def index_html(board: pd.DataFrame, plots: list[str], entries: list[ImageEntry]) -> str:
+    """The index: the leaderboard, the figures, filters, and a row per image linking its page.
+    A link to `index.html#<qa_id>` (older explorers) forwards to the pair's image page."""
+    models = sorted({m for e in entries for m in e.models})
+    verdicts = sorted({v for e in entries for v in e.verdicts}, key=lambda v: (v != "kept", v))
+    qtypes = sorted({t for e in entries for t in e.qtypes})
+    complexities = sorted({c for e in entries for c in e.complexities})
+    rows = []
+    for e in entries:
+        thumb = f"<img src='{_e(e.thumb)}' alt='' loading='lazy'>" if e.thumb else ""
+        caption = e.caption if len(e.caption) <= 180 else e.caption[:177] + "..."
+        rows.append(
+            f"<tr class='img-row' data-image-id='{_e(e.image_id)}' data-page='{_e(e.page)}' "
+            f"data-model='{_data_set(e.models)}' data-verdict='{_data_set(e.verdicts)}' "
+            f"data-qtype='{_data_set(e.qtypes)}' data-complexity='{_data_set(e.complexities)}'>"
+            f"<td class='thumb'>{thumb}</td><td><a href='{_e(e.page)}'>{_e(e.image_id)}</a>"
+            f"<div class='muted'>shard {_e(e.shard)}</div></td><td class='caption'>{_e(caption)}</td>"
+            f"<td class='num'>{e.pairs}</td><td class='num'>{e.kept}</td></tr>"
+        )
+    plots_html = "".join(f"<img src='{_e(p)}' alt='{_e(Path(p).stem)}'>" for p in plots)
+    table = (
+        "<table class='board images'><thead><tr><th></th><th>image</th><th>caption</th><th>QA pairs</th>"
+        f"<th>kept</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        if rows
+        else "<p class='muted'>no images yet</p>"
+    )
+    body = (
+        f"<h2>Leaderboard</h2>{leaderboard_html(board)}"
+        f"<h2>Figures</h2><div class='plots'>{plots_html or '<p class=muted>no figures</p>'}</div>"
+        "<h2>Images</h2><p class='muted'>Each image has its own page: photo, caption, scene graph, every QA "
+        "pair with its program and verdict, every model's response with its tuples and scores.</p>"
+        f"<div id='filters'>{_select('model', 'model', models)}{_select('verdict', 'verdict', verdicts)}"
+        f"{_select('qtype', 'question type', qtypes)}{_select('complexity', 'complexity', complexities)}"
+        f"<span id='count'></span></div>{table}"
+    )
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    n_pairs, n_kept = sum(e.pairs for e in entries), sum(e.kept for e in entries)
+    subtitle = (
+        f"{len(entries)} images · {n_pairs} generated QA pairs, {n_kept} kept · {len(models)} models · "
+        f"generated {generated} by the <code>explorer</code> asset"
+    )
+    return _page("PROVE explorer", subtitle, body, _INDEX_JS)
+
+
 def write_explorer(
-    tables: Mapping[str, pd.DataFrame], out_dir: Path, plots: Mapping[str, bytes] | None = None
+    shards: Iterable[tuple[str, Mapping[str, pd.DataFrame]]],
+    board: pd.DataFrame,
+    out_dir: Path,
+    plots: Mapping[str, bytes] | None = None,
 ) -> ExplorerSummary:
-    """Write index.html, images/ and plots/ under out_dir (replacing a previous explorer)."""
+    """Write index.html, pages/<shard>/<image>.html, images/ and plots/ under out_dir (replacing
+    a previous explorer). `shards` yields each shard's tables (TABLES but the leaderboard) one
+    shard at a time; pages are written one at a time, so memory holds one shard, not the dataset."""
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -444,25 +571,56 @@ def write_explorer(
     for name, png in (plots or {}).items():
         (tmp / "plots" / f"{name}.png").write_bytes(png)
         plot_paths.append(f"plots/{name}.png")
-    image_src = {}
-    for img in _records(tables.get("images")):
-        if img.get("status", "ok") == "ok":
-            key = (img.get("shard"), img["image_id"])
-            image_src[key] = _thumbnail(img.get("path"), tmp / "images", f"{img.get('shard')}-{img['image_id']}")
-    page = render_html(tables, image_src, plot_paths)
-    (tmp / "index.html").write_text(page, encoding="utf-8")
+    entries: list[ImageEntry] = []
+    n_responses, models = 0, set()
+    for shard, tables in shards:
+        images = [i for i in _records(tables.get("images")) if i.get("status", "ok") == "ok"]
+        graphs = {g["image_id"]: g.get("scene_graph") for g in _records(tables.get("scene_graphs"))}
+        qa_by_image = _by(_records(tables.get("verified_qa")), "image_id")
+        answer_tuples = _by(_records(tables.get("answer_tuples")), "qa_id")
+        responses = _records(tables.get("model_responses"))
+        resp_by_qa = _by(responses, "qa_id")
+        scores = _by(_records(tables.get("response_scores")), "qa_id", "model")
+        n_responses += len(responses)
+        models.update(str(r["model"]) for r in responses)
+        for img in sorted(images, key=lambda i: (int(i.get("position") or 0), str(i["image_id"]))):
+            image_id = str(img["image_id"])
+            pairs = qa_by_image.get((image_id,), [])
+            thumb = _thumbnail(img.get("path"), tmp / "images", f"{shard}-{image_id}")
+            page = image_page_path(shard, image_id)
+            mine = {(q["qa_id"],) for q in pairs}
+            image_resp = {k: v for k, v in resp_by_qa.items() if k in mine}
+            html_text = image_page_html(
+                img, graphs.get(image_id), pairs, answer_tuples, image_resp, scores, f"../../{thumb}" if thumb else None
+            )
+            (tmp / page).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / page).write_text(html_text, encoding="utf-8")
+            asked = [q for q in pairs if q.get("question") is not None]
+            entries.append(
+                ImageEntry(
+                    shard=str(shard),
+                    image_id=image_id,
+                    page=page,
+                    thumb=thumb,
+                    caption=str(img.get("caption") or ""),
+                    pairs=len(pairs),
+                    kept=sum(q.get("verdict") == "kept" for q in pairs),
+                    verdicts=tuple(sorted({str(q.get("verdict")) for q in pairs})),
+                    qtypes=tuple(sorted({question_type(str(q["question"])) for q in asked})),
+                    complexities=tuple(sorted({str(q["complexity"]) for q in pairs if q.get("complexity")})),
+                    models=tuple(sorted({str(r["model"]) for rs in image_resp.values() for r in rs})),
+                )
+            )
+    (tmp / "index.html").write_text(index_html(board, plot_paths, entries), encoding="utf-8")
     # Swap in the new folder only once it is complete.
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
-    index = out_dir / "index.html"
-    responses = tables.get("model_responses", pd.DataFrame())
-    qa = tables.get("verified_qa", pd.DataFrame())
     return ExplorerSummary(
-        index=index,
-        images=len(image_src),
-        qa_pairs=len(qa),
-        kept=int((qa["verdict"] == "kept").sum()) if "verdict" in qa else 0,
-        responses=len(responses),
-        models=sorted(set(responses["model"])) if "model" in responses else [],
+        index=out_dir / "index.html",
+        images=len(entries),
+        qa_pairs=sum(e.pairs for e in entries),
+        kept=sum(e.kept for e in entries),
+        responses=n_responses,
+        models=sorted(models),
         bytes=sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file()),
     )

@@ -132,12 +132,17 @@ def response_tuples(
     """Tuples g(Â) extracted from each response with the same prompt as captions and answers.
     An empty response has no tuples; a failed extraction is one row with the error."""
     wh = warehouse.get()
-    part = partition_columns(context)
-    resp = wh.read("model_responses", part)
+    keys, texts = response_tuple_inputs(wh.read("model_responses", partition_columns(context)))
+    return extract_and_write(context, wh, llm, "response_tuples", texts, keys, ["qa_id", "image_id"], "responses")
+
+
+def response_tuple_inputs(responses: pd.DataFrame) -> tuple[list[dict[str, Any]], list[str]]:
+    """The responses tuple extraction reads (no error, not empty): their keys and texts, in the
+    order of `responses`. Each becomes one `tuples_request(text)`; `prove-assets plan` uses it too."""
+    resp = responses
     ok = resp[resp["error"].isna() & resp["response"].fillna("").str.strip().astype(bool)] if len(resp) else resp
     keys = [{"qa_id": r.qa_id, "image_id": r.image_id} for r in ok.itertuples()]
-    texts = list(ok["response"]) if keys else []
-    return extract_and_write(context, wh, llm, "response_tuples", texts, keys, ["qa_id", "image_id"], "responses")
+    return keys, (list(ok["response"]) if keys else [])
 
 
 def _score_rows(

@@ -286,6 +286,34 @@ def _judge_settings(kind: str, config: JudgeConfig, llm: LLMResource) -> LLMSett
     )
 
 
+def judge_variants(settings: LLMSettings, samples: int, temperature: float) -> list[LLMSettings]:
+    """The judgement's settings, then one per self-consistency sample (`temperature`, seeds 1..k):
+    each variant's requests hash as if sent by a gateway with those settings."""
+    return [settings] + [replace(settings, temperature=temperature, seed=s) for s in range(1, samples + 1)]
+
+
+def judge_inputs(kind: str, responses: pd.DataFrame, qa: pd.DataFrame) -> tuple[list[Any], list[LLMRequest], list]:
+    """The responses a judge of `kind` judges, one request each (`judge_request`), and the ones it
+    skips with the reason (an error, a pair no longer kept, an empty response, an unreadable image).
+    `qa` is the shard's kept pairs indexed by qa_id. `prove-assets plan` uses it too."""
+    todo: list[Any] = []
+    requests: list[LLMRequest] = []
+    skipped: list[tuple[Any, str]] = []
+    for r in responses.itertuples():
+        text = r.response.strip() if isinstance(r.response, str) else ""
+        reason = r.error or (None if r.qa_id in qa.index else "QA pair no longer kept")
+        reason = reason or (None if text else "empty response: nothing to judge")
+        if reason:
+            skipped.append((r, reason))
+            continue
+        try:
+            requests.append(judge_request(kind, qa.loc[r.qa_id], text))
+            todo.append(r)
+        except OSError as exc:  # the VLM judge's image is unreadable
+            skipped.append((r, f"image unreadable: {exc}"))
+    return todo, requests, skipped
+
+
 def run_judge(
     context: dg.AssetExecutionContext,
     wh: Warehouse,
@@ -303,7 +331,7 @@ def run_judge(
     judge request's cost); a remote endpoint gets each variant as one concurrent batch.
     Returns the judgements, the samples per request, requests sent and answered from the cache."""
     ledger = LEDGER_PATH if use_ledger and settings.embedded else None
-    variants = [settings] + [replace(settings, temperature=temperature, seed=s) for s in range(1, samples + 1)]
+    variants = judge_variants(settings, samples, temperature)
     runs: list[list[Any]] = [[None] * len(requests) for _ in variants]
     progress = progress_logger(context, f"{kind} judge (1 + {samples} samples each)")
     with LLMGateway(settings, wh, run_id=context.run.run_id, ledger=ledger, log=context.log.info) as gw:
@@ -327,7 +355,7 @@ def run_judge(
     group_name="evaluation",
     partitions_def=shard_model_partitions,
     deps=[model_responses, _dep(verified_qa), _dep(images)],
-    pool="duckdb",
+    # No pool: it waits on the judge endpoint (see prove_assets.defs.evaluation).
     code_version=code_version(
         ["judge_text", "judge_vlm"],
         judges=",".join(JUDGES),
@@ -357,19 +385,7 @@ def judge_scores(
     sent = cached = 0
     for kind in config.judges:
         settings = _judge_settings(kind, config, llm)
-        todo, requests, skipped = [], [], []
-        for r in resp.itertuples():
-            text = r.response.strip() if isinstance(r.response, str) else ""
-            reason = r.error or (None if r.qa_id in qa.index else "QA pair no longer kept")
-            reason = reason or (None if text else "empty response: nothing to judge")
-            if reason:
-                skipped.append((r, reason))
-                continue
-            try:
-                requests.append(judge_request(kind, qa.loc[r.qa_id], text))
-                todo.append(r)
-            except OSError as exc:  # the VLM judge's image is unreadable
-                skipped.append((r, f"image unreadable: {exc}"))
+        todo, requests, skipped = judge_inputs(kind, resp, qa)
         judged, samples, s_sent, s_cached = run_judge(
             context, wh, kind, settings, requests, config.samples, config.sample_temperature, llm.use_ledger
         )

@@ -1,5 +1,7 @@
 """Reports a person looks at: the PROVE explorer (static HTML) and the paper's figures."""
 
+from collections.abc import Iterator
+
 import dagster as dg
 import pandas as pd
 
@@ -10,32 +12,55 @@ from prove_assets.core.explorer import EXPLORER_DIR, TABLES, write_explorer
 from prove_assets.defs.benchmark import verified_qa
 from prove_assets.defs.reports import leaderboard
 from prove_assets.defs.resources import WarehouseResource
+from prove_assets.storage.warehouse import Warehouse
 
 
 def _registered(df: pd.DataFrame, models: set[str]) -> pd.DataFrame:
     return df[df["model"].isin(models)] if "model" in df else df
 
 
+FIGURE_SCORE_COLUMNS = [
+    "model",
+    "scorer",
+    "error",
+    "question_type",
+    "helpfulness",
+    "truthfulness",
+    "hallucinated_entities",
+]
+
+
+def _shard_tables(wh: Warehouse, registered: set[str]) -> Iterator[tuple[str, dict[str, pd.DataFrame]]]:
+    """Each shard's rows of the explorer's tables, one shard at a time (memory: one shard)."""
+    shards = wh.read("images", columns=["shard"])
+    for shard in sorted(set(shards["shard"])) if len(shards) else []:
+        tables = {name: wh.read(name, {"shard": shard}) for name in TABLES if name != "leaderboard"}
+        for name in ("model_responses", "response_scores"):
+            tables[name] = _registered(tables[name], registered)
+        yield shard, tables
+
+
 @dg.asset(group_name="reports", deps=[leaderboard, verified_qa], code_version="1", kinds={"html", "matplotlib"})
 def explorer(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """A self-contained static HTML explorer under `$DAGSTER_HOME/explorer/` (opens offline):
-    the leaderboard and figures; per image the photo, caption, scene graph and every generated
-    QA pair, kept or discarded, with its program, output and verdict; per kept pair every
-    model's response with supported tuples green and hallucinated tuples red, and its scores.
-    Filters by model, verdict, question type and complexity; each QA pair is anchored by its
-    qa_id. The figures (H vs T per model, scores by question type, construction funnel,
-    most-hallucinated objects) are PNG files beside it and inline in this asset's metadata."""
+    an index with the leaderboard, the figures and a row per image (filters by model, verdict,
+    question type and complexity), and a page per image: the photo, caption, scene graph and
+    every generated QA pair, kept or discarded, with its program, output and verdict; per kept
+    pair every model's response with supported tuples green and hallucinated tuples red, and its
+    scores. Each QA pair is anchored by its qa_id on its image's page. Written one shard at a
+    time, so its memory does not grow with the dataset. The figures (H vs T per model, scores
+    by question type, construction funnel, most-hallucinated objects) are PNG files beside it
+    and inline in this asset's metadata."""
     wh = warehouse.get()
-    tables = {name: wh.read(name) for name in TABLES}
     # Like the leaderboard: models removed from the registry keep their rows but are not shown.
     registered = set(load_models(models_file()))
-    for name in ("model_responses", "response_scores", "leaderboard"):
-        tables[name] = _registered(tables[name], registered)
-    if "run_id" in tables["leaderboard"]:
-        tables["leaderboard"] = tables["leaderboard"].drop(columns=["run_id"])
-    figures = plots.all_plots(tables["leaderboard"], tables["response_scores"], tables["verified_qa"])
+    board = _registered(wh.read("leaderboard"), registered).drop(columns=["run_id"], errors="ignore")
+    # The figures need a few columns of the whole dataset, never the per-tuple JSON.
+    scores = _registered(wh.read("response_scores", columns=FIGURE_SCORE_COLUMNS), registered)
+    figures = plots.all_plots(board, scores, wh.read("verified_qa", columns=["verdict"]))
+    del scores
     out = dagster_home() / EXPLORER_DIR
-    summary = write_explorer(tables, out, figures)
+    summary = write_explorer(_shard_tables(wh, registered), board, out, figures)
     context.log.info(
         f"explorer: {summary.images} images, {summary.qa_pairs} QA pairs ({summary.kept} kept), "
         f"{summary.responses} responses of {len(summary.models)} models, {summary.bytes / 1e6:.1f} MB "
