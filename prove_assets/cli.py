@@ -1,7 +1,7 @@
 """`prove-assets`: run PROVE headless and read its results.
 
 prove-assets demo               register partitions, build the benchmark, evaluate, print
-prove-assets leaderboard        print Table 1 (--format table|csv|json, --scorer all|paper|strict)
+prove-assets leaderboard        print Table 1 with 95% bootstrap intervals (--format table|csv|json, --scorer ...)
 prove-assets calibrate          each scorer's detection of injected hallucinations (--format table|json)
 prove-assets run-program FILE   run one verification program in the sandbox
 prove-assets plan               requests a run would send (cached vs to send), tokens, wall time, cost
@@ -85,7 +85,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> None:
-    from prove_assets.core.leaderboard import wide_table
+    from prove_assets.core.leaderboard import interval_table, wide_table
 
     wh = Warehouse(warehouse_path())
     board = wh.read("leaderboard")
@@ -97,6 +97,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> None:
     if args.format == "table" and not args.long:
         _print_df(wide_table(board))
         print(f"truthfulness verified against: {', '.join(sorted(set(board['truth_source'])))}")
+        if "helpfulness_lo" in board:
+            print("\n95% bootstrap intervals over QA pairs (1,000 resamples, fixed seed), full subset:")
+            _print_df(interval_table(board))
     else:
         _print_df(board, args.format)
 

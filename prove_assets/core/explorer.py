@@ -158,7 +158,9 @@ def leaderboard_html(board: pd.DataFrame) -> str:
         for s in SUBSETS:
             for m in ("helpfulness", "truthfulness", "average"):
                 v = by[m].get(s) if s in by.index else None
-                cells.append(f"<td class='num'>{_e('–' if v is None or v != v else f'{float(v):.1f}')}</td>")
+                lo, hi = (by[f"{m}_{e}"].get(s) if f"{m}_{e}" in by and s in by.index else None for e in ("lo", "hi"))
+                ci = "" if lo is None or lo != lo else f"<br><span class='muted'>[{lo:.1f}, {hi:.1f}]</span>"
+                cells.append(f"<td class='num'>{_e('–' if v is None or v != v else f'{float(v):.1f}')}{ci}</td>")
         n = by["n"].get("full") if "n" in by and "full" in by.index else ""
         source = by["truth_source"].get("full") if "truth_source" in by and "full" in by.index else ""
         rows.append(
@@ -170,7 +172,8 @@ def leaderboard_html(board: pd.DataFrame) -> str:
         f"{head}<th rowspan=2>n</th><th rowspan=2>truth source</th></tr><tr>{sub}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
         "<p class='muted'>H = helpfulness (recall of the answer's tuples), T = truthfulness (precision of the "
-        "response's tuples against the caption), in %; n = scored responses on the full subset.</p>"
+        "response's tuples against the caption), in %, with 95% bootstrap intervals over QA pairs in brackets; "
+        "n = scored responses on the full subset.</p>"
     )
 
 

@@ -1,9 +1,14 @@
 """Asset checks: the benchmark's and the evaluation's invariants, partition-aware."""
 
+from dataclasses import asdict
+from typing import Any
+
 import dagster as dg
 import pandas as pd
 
+from prove_assets.core.leaderboard import SCORE_COLUMNS, known_answer_failures, known_order_differences
 from prove_assets.defs.benchmark import verified_qa
+from prove_assets.defs.common import markdown_table
 from prove_assets.defs.evaluation import kept_questions, model_responses, response_scores
 from prove_assets.defs.partitions import partition_columns, shard_model_partitions, shard_partitions
 from prove_assets.defs.reports import leaderboard
@@ -99,36 +104,27 @@ def leaderboard_counts_match(warehouse: WarehouseResource) -> dg.AssetCheckResul
     )
 
 
-def known_answer_failures(board: pd.DataFrame) -> dict[str, list[str]]:
-    """Per scorer, what contradicts the known order of the reference responders on `full`:
-    `gold` (the verified answer itself) must be top on helpfulness, and `blind` (no image, no
-    caption) below `caption-oracle` on truthfulness. Models not on the board are not judged."""
-    out: dict[str, list[str]] = {}
-    for scorer, g in board[board["subset"] == "full"].groupby("scorer"):
-        by_model = g.set_index("model")
-        problems = []
-        if "gold" in by_model.index and len(by_model) > 1:
-            top = by_model["helpfulness"].max()
-            if by_model.loc["gold", "helpfulness"] < top:
-                leader = by_model["helpfulness"].idxmax()
-                problems.append(f"gold H {by_model.loc['gold', 'helpfulness']} is below {leader} ({top})")
-        if {"blind", "caption-oracle"} <= set(by_model.index):
-            blind, oracle = by_model.loc["blind", "truthfulness"], by_model.loc["caption-oracle", "truthfulness"]
-            if not blind < oracle:
-                problems.append(f"blind T {blind} is not below caption-oracle T {oracle}")
-        out[str(scorer)] = problems
-    return out
-
-
 @dg.asset_check(
     asset=leaderboard,
     description="Known answers: gold is top on helpfulness and blind is below caption-oracle on truthfulness, "
-    "for every scorer (a scorer that gets these wrong cannot rank real models).",
+    "for every scorer (a scorer that gets these wrong cannot rank real models). Fails on a wrong order; the "
+    "metadata says whether each order is significant (95% paired-bootstrap interval of the difference over the "
+    "same QA pairs excludes 0).",
 )
 def reference_models_in_known_order(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-    board = warehouse.get().read("leaderboard")
-    failures = known_answer_failures(board) if len(board) else {}
-    return dg.AssetCheckResult(
-        passed=not any(failures.values()),
-        metadata={scorer: "; ".join(p) or "as expected" for scorer, p in failures.items()} or {"leaderboard": "empty"},
-    )
+    wh = warehouse.get()
+    board = wh.read("leaderboard")
+    if not len(board):
+        return dg.AssetCheckResult(passed=True, metadata={"leaderboard": "empty"})
+    failures = known_answer_failures(board)
+    scores = wh.read("response_scores", columns=SCORE_COLUMNS)
+    differences = known_order_differences(board, scores[scores["model"].isin(set(board["model"]))])
+    metadata: dict[str, Any] = {}
+    for scorer, problems in failures.items():
+        tested = [d.describe() for d in differences if d.scorer == scorer]
+        metadata[scorer] = "; ".join([*problems, *tested]) or "as expected"
+    metadata["all_orders_significant"] = bool(differences) and all(d.lo > 0 for d in differences)
+    if differences:
+        table = pd.DataFrame([{**asdict(d), "significant": d.significant} for d in differences])
+        metadata["paired_differences"] = dg.MetadataValue.md(markdown_table(table))
+    return dg.AssetCheckResult(passed=not any(failures.values()), metadata=metadata)

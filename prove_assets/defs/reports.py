@@ -8,6 +8,7 @@ from prove_assets.core.leaderboard import (
     SCORE_COLUMNS,
     by_question_type,
     hallucinated_objects,
+    interval_table,
     leaderboard_table,
     wide_table,
 )
@@ -16,10 +17,11 @@ from prove_assets.defs.evaluation import response_scores
 from prove_assets.defs.resources import WarehouseResource
 
 
-@dg.asset(group_name="reports", deps=[response_scores], pool="duckdb", code_version="1", kinds={"duckdb"})
+@dg.asset(group_name="reports", deps=[response_scores], pool="duckdb", code_version="2", kinds={"duckdb"})
 def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """PROVE Table 1 for every model: helpfulness, truthfulness and their average on the
-    simple, complex and full subsets, with breakdowns by question type (first two words) and
+    simple, complex and full subsets, each with a 95% bootstrap interval over QA pairs
+    (1,000 resamples, fixed seed), with breakdowns by question type (first two words) and
     the most-hallucinated objects."""
     wh = warehouse.get()
     scores = wh.read("response_scores", columns=SCORE_COLUMNS)
@@ -38,6 +40,7 @@ def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
     return dg.MaterializeResult(
         metadata={
             "table_1": dg.MetadataValue.md(markdown_table(wide_table(board))),
+            "intervals_95": dg.MetadataValue.md(markdown_table(interval_table(board))),
             "by_question_type": dg.MetadataValue.md(markdown_table(by_question_type(scores))),
             "most_hallucinated_objects": dg.MetadataValue.md(markdown_table(hallucinated_objects(scores))),
             "models": dg.MetadataValue.int(board["model"].nunique()),
