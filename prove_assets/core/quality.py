@@ -7,6 +7,7 @@ recall and F1 are reported per kind (entity / attribute / relation)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,3 +80,41 @@ def load_gold(sample_dir: Path) -> dict[str, GoldImage]:
         r["id"]: r["caption"] for r in map(json.loads, (sample_dir / "captions.jsonl").read_text().splitlines()) if r
     }
     return {k: GoldImage(k, captions[k], parse_tuples(v)) for k, v in gold.items() if not k.startswith("_")}
+
+
+def gold_aliases(names: Sequence[str], gold_names: Sequence[str], same_entity, similarity) -> dict[str, str]:  # noqa: ANN001
+    """Each extracted entity name that the gold graph lacks -> the gold entity it denotes (the
+    strict scorer's entity matching: same name, same head noun refining, or MiniLM cosine >= 0.8;
+    the most similar when several match). A program written against the extracted graph can then
+    run on the gold graph without losing to a naming difference ("fender" vs "front fender")."""
+    out: dict[str, str] = {}
+    gold = list(gold_names)
+    for name in names:
+        if name in gold:
+            continue
+        matches = [g for g in gold if same_entity(name, g)]
+        if matches:
+            out[name] = max(matches, key=lambda g: similarity(name, g))
+    return out
+
+
+def still_right_on_gold(answer: str, gold_output: str | None, similarity: float, threshold: float) -> tuple[bool, str]:
+    """Whether a program's output on the gold graph still gives the kept answer: it states
+    something, is similar to the answer, agrees on yes/no, and contradicts none of the answer's
+    colours, materials or numbers (cosine alone calls "red" and "blue" the same answer)."""
+    from prove_assets.core.construction.verify import output_problem
+    from prove_assets.core.strict import class_words
+
+    problem = output_problem(gold_output)
+    if problem:
+        return False, problem
+    if similarity < threshold:
+        return False, f"similarity {similarity:.2f} < {threshold}"
+    yes_no = [re.findall(r"[a-z]+", t.lower())[:1] for t in (answer, gold_output or "")]
+    if yes_no[0] != yes_no[1] and {w for ws in yes_no for w in ws} & {"yes", "no"}:
+        return False, "yes/no differs"
+    said, gold = class_words(answer), class_words(gold_output or "")
+    for cls in ("color", "material", "number", "text"):
+        if cls in said and cls in gold and not (said[cls] & gold[cls]):
+            return False, f"{cls} differs: {', '.join(sorted(said[cls]))} vs {', '.join(sorted(gold[cls]))}"
+    return True, "same answer"

@@ -39,6 +39,9 @@ class SceneGraph(nx.DiGraph):
         self.sg_dict = sg_dict
         # networkx builds views with `G.__class__()`; the tracker must exist on those too.
         self.visited: set[str] = set()
+        # Other names of this graph's entities (ours, not the seed's): set only to run a program written
+        # for another graph of the same image, e.g. the gold check of construction_quality.
+        self.aliases: dict[str, str] = {}
 
     # --- seed API -------------------------------------------------------------------------
     def generate_subgraph(self, node_list: list[str]) -> nx.DiGraph:
@@ -61,6 +64,7 @@ class SceneGraph(nx.DiGraph):
         Returns a list of attributes for ent_name in the scene graph
         Format: { "att_type": f"att_value_1, att_value_2, ..." }
         """
+        ent_name = self._resolve(ent_name)
         self._touch(ent_name)
         # A copy: a program mutating the result must not change the graph.
         return dict(self.nodes.get(ent_name, {}))
@@ -70,6 +74,7 @@ class SceneGraph(nx.DiGraph):
         Returns a dict of relations for which ent_name is the source.
         Format: {target_ent_1: { rel_type_1: [rel_val_1, ...]} ... }
         """
+        ent_name = self._resolve(ent_name)
         if ent_name not in self:
             return {}
         out_edges = {
@@ -84,6 +89,7 @@ class SceneGraph(nx.DiGraph):
         Returns a dict of relations for which ent_name is the target
         Format: {source_ent_1: { rel_type_1: [rel_val_1, ...]} ...}
         """
+        ent_name = self._resolve(ent_name)
         if ent_name not in self:
             return {}
         in_edges = {
@@ -94,6 +100,10 @@ class SceneGraph(nx.DiGraph):
         return in_edges
 
     # --- ours -----------------------------------------------------------------------------
+    def _resolve(self, name: str) -> str:
+        aliases = getattr(self, "aliases", None) or {}
+        return name if not isinstance(name, str) or name in self else aliases.get(name, name)
+
     def _touch(self, *names: str) -> None:
         if not hasattr(self, "visited"):
             self.visited = set()
@@ -106,6 +116,8 @@ class SceneGraph(nx.DiGraph):
         """Node-link JSON with the caption and sg_dict as graph attributes."""
         data = nx.node_link_data(self, edges="edges")
         data["graph"] = {"caption": self.caption, "sg_dict": self.sg_dict}
+        if getattr(self, "aliases", None):
+            data["graph"]["aliases"] = self.aliases
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -116,6 +128,7 @@ class SceneGraph(nx.DiGraph):
         sg.add_nodes_from(graph.nodes(data=True))
         sg.add_edges_from(graph.edges(data=True))
         sg.sg_dict = data.get("graph", {}).get("sg_dict", {})
+        sg.aliases = dict(data.get("graph", {}).get("aliases") or {})
         return sg
 
     @classmethod

@@ -109,6 +109,15 @@ def _best(sims: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return sims.max(axis=axis), sims.argmax(axis=axis)
 
 
+def no_claims(answer_tuples: Sequence[SceneTuple]) -> Score:
+    """A response with no tuples (empty, a refusal, or a plain "no" to an absent-object question):
+    H = 0 when there was something to recall; when the answer has no tuples either (the correct
+    "No, there is no X") both are undefined and the pair counts in neither mean."""
+    if answer_tuples:
+        return Score(0.0, None, "no_response_tuples", n_answer_tuples=len(answer_tuples))
+    return Score(None, None, "nothing_to_recall_or_claim", n_answer_tuples=0)
+
+
 def paper_score(
     question: str,
     answer_tuples: Sequence[SceneTuple],
@@ -122,7 +131,7 @@ def paper_score(
     gt = [t for t in answer_tuples if not stated_in_question(t, question)] or list(answer_tuples)
     resp = list(response_tuples)
     if not resp:
-        return Score(0.0, None, "no_response_tuples", n_answer_tuples=len(gt))
+        return no_claims(gt)
     gt_txt, resp_txt, cap_txt = [t.text for t in gt], [t.text for t in resp], [t.text for t in caption_tuples]
     emb = embedder.encode(gt_txt + resp_txt + cap_txt)
     e_gt, e_resp, e_cap = emb[: len(gt)], emb[len(gt) : len(gt) + len(resp)], emb[len(gt) + len(resp) :]

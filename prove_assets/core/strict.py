@@ -28,7 +28,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from prove_assets.core.scoring import Embedder, Score, stated_in_question
+from prove_assets.core.scoring import Embedder, Score, no_claims, stated_in_question
 from prove_assets.core.tuples import SceneTuple
 
 # Entity names denote the same thing at or above this cosine (MiniLM), or with the same head noun.
@@ -460,7 +460,7 @@ def strict_score(
     gt = [t for t in answer_tuples if not stated_in_question(t, question)] or list(answer_tuples)
     resp = list(response_tuples)
     if not resp:
-        return Score(0.0, None, "no_response_tuples", n_answer_tuples=len(gt))
+        return no_claims(gt)
     score = Score(None, None, None, n_answer_tuples=len(gt), n_response_tuples=len(resp))
     if gt:
         decisions = [judge.entails(resp, g) for g in gt]

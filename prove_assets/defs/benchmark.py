@@ -1,8 +1,6 @@
 """Ingest and benchmark construction (PROVE section 3), one shard per partition."""
 
-import hashlib
 import json
-import re
 from typing import Any
 
 import dagster as dg
@@ -11,7 +9,30 @@ import pandas as pd
 
 from prove_assets.backends.llm import LLMRequest
 from prove_assets.config import datasets_file, prompts_dir
+from prove_assets.core.construction.canonical import canonical_version, canonicalise
+from prove_assets.core.construction.generation import (
+    CANDIDATE_COLUMNS,
+    PAIR_SCHEMA,
+    construction_version,
+    facts_from_json,
+    free_rows,
+    parse_pair,
+    parse_qa_text,
+    target_text,
+    targeted_rows,
+)
+from prove_assets.core.construction.parse_extract import combine, parser_version
+from prove_assets.core.construction.targets import Target, plan_targets
+from prove_assets.core.construction.verify import (
+    COMPLEX_NODES,
+    VERIFIED_COLUMNS,
+    filter_verdict,
+    needs_repair,
+    verdict_table,
+    verified_row,
+)
 from prove_assets.core.datasets import Record, inspect_image, load_registry, parse_shard_key, read_shard
+from prove_assets.core.evaluators import OBJECT_SYNONYMS
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.tuples import TUPLES_JSON_SCHEMA, SceneTuple, caption_chunks, parse_tuples, tuples_from_rows
@@ -24,40 +45,71 @@ from prove_assets.defs.resources import (
     WarehouseResource,
     progress_logger,
 )
-from prove_assets.defs.settings import ANSWER_MATCH_THRESHOLD, CAPTION_CHUNK_WORDS, QA_MAX, QA_MIN, code_version
+from prove_assets.defs.settings import (
+    ANSWER_MATCH_THRESHOLD,
+    CAPTION_CHUNK_WORDS,
+    QA_GENERATOR,
+    QA_MAX,
+    QA_MIN,
+    QA_TARGETS,
+    code_version,
+)
 from prove_assets.storage.flags import active_flags
 
 TUPLE_COLUMNS = ["kind", "entity", "attribute_type", "value", "relation_type", "predicate", "target", "text"]
-VERDICTS = [
-    "kept",
-    "program_error",
-    "program_timeout",
-    "answer_mismatch",
-    "filtered_trivial",
-    "filtered_incomplete",
-    "filtered_unnatural",
-    "flagged",
-]
-# PROVE v0.1 (paper, sec. 3): share of generated pairs dropped for each reason.
-PAPER_VERDICT_SHARE = {"program_error": 0.189, "answer_mismatch": 0.099}
 
 
 def tuple_rows(tuples: list[SceneTuple], **ids: Any) -> list[dict[str, Any]]:
     return [{**ids, "tuple_index": i, **t.as_row()} for i, t in enumerate(tuples)]
 
 
-def extract_tuple_rows(results: list, keys: list[dict[str, Any]], key_columns: list[str]) -> pd.DataFrame:
-    """Warehouse rows for tuple-extraction results: one row per tuple, or one row with the
-    error (kind NULL) when extraction failed, so nothing disappears silently."""
+TUPLE_ROW_COLUMNS = [
+    "tuple_index",
+    *TUPLE_COLUMNS,
+    "extractor",
+    "call_id",
+    "error",
+    "normalised_from",
+    "normalise_reason",
+]
+
+
+def extract_tuple_rows(
+    results: list, keys: list[dict[str, Any]], key_columns: list[str], texts: list[str]
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Warehouse rows for tuple-extraction results: each text's LLM tuples combined with the
+    dependency parser's (`combine`), canonicalised per text (a caption's chunks together, keyed by
+    every key column but `chunk`): one row per tuple with its extractor (llm | parse), what it was
+    normalised from and why, or one row with the error (kind NULL) when the LLM's extraction failed,
+    so nothing disappears silently. Also returns the tuples the canonicalisation dropped, with why."""
+    group_columns = [c for c in key_columns if c != "chunk"]
+    groups: dict[tuple, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(tuple(key[c] for c in group_columns), []).append(i)
     rows: list[dict[str, Any]] = []
-    for key, res in zip(keys, results, strict=True):
-        if res.error:
+    dropped_rows: list[dict[str, Any]] = []
+    for members in groups.values():
+        ok = [i for i in members if not results[i].error]
+        for i in members:
+            if results[i].error:
+                rows.append(
+                    {**keys[i], "tuple_index": -1, **dict.fromkeys(TUPLE_COLUMNS), "extractor": None,
+                     "call_id": results[i].call_id, "error": results[i].error, "normalised_from": None,
+                     "normalise_reason": None}
+                )  # fmt: skip
+        by_llm = [set(results[i].data) for i in ok]
+        canonical, dropped = canonicalise([combine(results[i].data, texts[i]) for i in ok], [texts[i] for i in ok])
+        for n, c in enumerate(canonical):
+            i = ok[c.chunk]
+            extractor = "llm" if (c.source or c.tuple) in by_llm[c.chunk] else "parse"
             rows.append(
-                {**key, "tuple_index": -1, **dict.fromkeys(TUPLE_COLUMNS), "call_id": res.call_id, "error": res.error}
-            )
-        else:
-            rows.extend({**r, "call_id": res.call_id, "error": None} for r in tuple_rows(res.data, **key))
-    return pd.DataFrame(rows, columns=[*key_columns, "tuple_index", *TUPLE_COLUMNS, "call_id", "error"])
+                {**keys[i], "tuple_index": n, **c.tuple.as_row(), "extractor": extractor,
+                 "call_id": results[i].call_id, "error": None,
+                 "normalised_from": c.source.text if c.source else None, "normalise_reason": c.reason}
+            )  # fmt: skip
+        for d in dropped:
+            dropped_rows.append({**keys[ok[d.chunk]], "tuple": d.tuple.text, "reason": d.reason})
+    return pd.DataFrame(rows, columns=[*key_columns, *TUPLE_ROW_COLUMNS]), dropped_rows
 
 
 def extract_and_write(
@@ -70,25 +122,28 @@ def extract_and_write(
     key_columns: list[str],
     what: str,
 ) -> dg.MaterializeResult:
-    """Extract tuples from each text (one cached LLM request each) and write the partition of
-    `table`: the step shared by caption_tuples, answer_tuples and response_tuples."""
+    """Extract tuples from each text (one cached LLM request each), canonicalise them and write
+    the partition of `table`: the step shared by caption_tuples, answer_tuples and response_tuples."""
     with llm.gateway(wh, context) as gw:
         results = gw.run([tuples_request(t) for t in texts], progress_logger(context, what))
         sent, cached = gw.sent, gw.cached
-    df = extract_tuple_rows(results, keys, key_columns)
+    df, dropped = extract_tuple_rows(results, keys, key_columns, texts)
+    return write_partition(context, wh, table, df, tuple_metadata(df, dropped, what, sent, cached))
+
+
+def tuple_metadata(
+    df: pd.DataFrame, dropped: list[dict[str, Any]], what: str, sent: int, cached: int
+) -> dict[str, Any]:
     ok = df[df["error"].isna()]
-    return write_partition(
-        context,
-        wh,
-        table,
-        df,
-        {
-            "tuples_by_kind": dg.MetadataValue.json({str(k): int(v) for k, v in ok["kind"].value_counts().items()}),
-            f"failed_{what}": dg.MetadataValue.int(int(df["error"].notna().sum())),
-            "llm_requests_sent": dg.MetadataValue.int(sent),
-            "llm_requests_cached": dg.MetadataValue.int(cached),
-        },
-    )
+    return {
+        "tuples_by_kind": dg.MetadataValue.json({str(k): int(v) for k, v in ok["kind"].value_counts().items()}),
+        f"failed_{what}": dg.MetadataValue.int(int(df["error"].notna().sum())),
+        "normalised_tuples": dg.MetadataValue.int(int(ok["normalise_reason"].notna().sum())),
+        "dropped_tuples": dg.MetadataValue.int(len(dropped)),
+        "dropped": dg.MetadataValue.md(markdown_table(pd.DataFrame(dropped).head(50)) if dropped else "_none_"),
+        "llm_requests_sent": dg.MetadataValue.int(sent),
+        "llm_requests_cached": dg.MetadataValue.int(cached),
+    }
 
 
 def tuples_request(text: str) -> LLMRequest:
@@ -170,25 +225,43 @@ def images(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
     partitions_def=shard_partitions,
     deps=[images],
     pool="duckdb",
-    code_version=code_version(["extract_tuples"], caption_chunk_words=CAPTION_CHUNK_WORDS),
+    code_version=code_version(
+        ["extract_tuples"],
+        caption_chunk_words=CAPTION_CHUNK_WORDS,
+        canonical=canonical_version(),
+        parser=parser_version(),
+    ),
     kinds={"duckdb", "llm"},
 )
 def caption_tuples(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
 ) -> dg.MaterializeResult:
     """An LLM extracts entity, attribute and relation tuples from each caption (Davidsonian
-    scene-graph style), a few sentences at a time so a small model covers the whole caption;
-    tuples merge by entity name. One row per tuple with the LLM call that produced it; a chunk
-    whose extraction failed is one row with the error."""
+    scene-graph style), a few sentences at a time so a small model covers the whole caption; the
+    caption's tuples are then validated and canonicalised together (names, value types, relations
+    only between entities, duplicates merged; prove_assets.core.construction.canonical). One row
+    per tuple with the LLM call that produced it and what it was normalised from; a chunk whose
+    extraction failed is one row with the error."""
     wh = warehouse.get()
     imgs = wh.read("images", {"shard": context.partition_key})
+    texts, keys = caption_chunk_inputs(imgs)
+    return extract_and_write(context, wh, llm, "caption_tuples", texts, keys, ["image_id", "chunk"], "captions")
+
+
+def caption_chunk_inputs(imgs: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
+    """The caption chunks of a shard's usable images and their keys (image_id, chunk)."""
     imgs = imgs[imgs["status"] == "ok"] if len(imgs) else pd.DataFrame(columns=["image_id", "caption"])
     texts, keys = [], []
     for img in imgs.itertuples():
         for i, chunk in enumerate(caption_chunks(img.caption, CAPTION_CHUNK_WORDS)):
             texts.append(chunk)
             keys.append({"image_id": img.image_id, "chunk": i})
-    return extract_and_write(context, wh, llm, "caption_tuples", texts, keys, ["image_id", "chunk"], "captions")
+    return texts, keys
+
+
+def caption_tuple_requests(imgs: pd.DataFrame) -> list[LLMRequest]:
+    """The requests caption_tuples sends for these images (`prove-assets plan` uses it)."""
+    return [tuples_request(t) for t in caption_chunk_inputs(imgs)[0]]
 
 
 @dg.asset(
@@ -234,27 +307,43 @@ def scene_graphs(context: dg.AssetExecutionContext, warehouse: WarehouseResource
     )
 
 
-_QA_BLOCK = re.compile(
-    r"^\s*Q\d*[:.]\s*(?P<q>[^\n]+?)\s*\n\s*A\d*[:.]\s*(?P<a>[^\n]+?)\s*\n\s*```(?:python)?[ \t]*\n(?P<code>.*?)```",
-    re.MULTILINE | re.DOTALL,
-)
+# Common objects an absent-object question may ask about (the CHAIR vocabulary's object words);
+# the planner takes one the caption and the graph never mention.
+ABSENT_VOCABULARY = tuple(sorted(OBJECT_SYNONYMS))
 
 
-def parse_qa_text(text: str) -> list[dict[str, str]]:
-    """QA pairs from the generation output: `Q: ...`, `A: ...`, then the program in a fenced
-    block. Blocks cut off by max_tokens are simply not matched; the complete ones are kept."""
-    pairs = [
-        {"question": m["q"].strip(), "answer": m["a"].strip(), "program": m["code"].strip() + "\n"}
-        for m in _QA_BLOCK.finditer(text or "")
-    ]
-    if not pairs:
-        raise ValueError("no 'Q: ... / A: ... / ```python ... ```' block found")
-    return pairs
+def qa_generation_requests(graphs: pd.DataFrame) -> list[LLMRequest]:
+    """The requests qa_candidates sends for these scene graphs (`prove-assets plan` uses it)."""
+    return [req for _, _, reqs in qa_generation_inputs(graphs) for req in reqs]
 
 
-def qa_id(image_id: str, question: str) -> str:
-    """Stable id: the same question about the same image keeps its id across re-runs."""
-    return f"{image_id}-{hashlib.sha1(' '.join(question.lower().split()).encode()).hexdigest()[:8]}"
+def qa_generation_inputs(graphs: pd.DataFrame) -> list[tuple[str, list[Target], list[LLMRequest]]]:
+    """Per usable scene graph: (image_id, its planned targets, the requests). Targeted generation
+    plans targets and asks the model to word each (one request a target); free generation asks
+    for all pairs and programs in one request."""
+    graphs = graphs[graphs["error"].isna()] if len(graphs) else graphs
+    out = []
+    for g in graphs.itertuples():
+        sg = SceneGraph.from_json(g.scene_graph)
+        if QA_GENERATOR == "free":
+            req = LLMRequest(
+                load_prompt(prompts_dir(), "generate_qa"),
+                {"caption": sg.caption, "sg_dict": json.dumps(sg.sg_dict), "n_min": QA_MIN, "n_max": QA_MAX},
+                validate=parse_qa_text,
+                # ~110 tokens a pair: room for QA_MIN pairs; a model that runs on is cut off and the complete
+                # pairs are kept (the text format has no grammar to stop it at QA_MAX).
+                max_tokens=100 + 110 * QA_MIN,
+            )
+            out.append((g.image_id, [], [req]))
+            continue
+        targets = plan_targets(sg, QA_TARGETS, ABSENT_VOCABULARY)
+        prompt = load_prompt(prompts_dir(), "word_qa")
+        reqs = [
+            LLMRequest(prompt, {"target": target_text(t)}, PAIR_SCHEMA, validate=parse_pair, max_tokens=120)
+            for t in targets
+        ]
+        out.append((g.image_id, targets, reqs))
+    return out
 
 
 @dg.asset(
@@ -262,80 +351,49 @@ def qa_id(image_id: str, question: str) -> str:
     partitions_def=shard_partitions,
     deps=[scene_graphs],
     pool="duckdb",
-    code_version=code_version(["generate_qa"], qa_min=QA_MIN, qa_max=QA_MAX),
+    code_version=code_version(
+        ["generate_qa", "word_qa"],
+        generator=QA_GENERATOR,
+        targets=QA_TARGETS,
+        qa_min=QA_MIN,
+        qa_max=QA_MAX,
+        planner=construction_version(),
+    ),
     kinds={"duckdb", "llm"},
 )
 def qa_candidates(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
 ) -> dg.MaterializeResult:
-    """Given the caption and its scene graph, an LLM writes diverse, non-trivial QA pairs, each
-    with a Python program `execute_command(scene_graph)` meant to verify it (supplement fig. 3)."""
+    """QA pairs with their verification programs. Targeted (default): the system samples targets
+    from the scene graph with quotas per question kind (attribute, where, what-is, describe,
+    multi-hop, count, text, compare, yes/no, activity, absent object), preferring facts the
+    caption states; each target's program is compiled from a template over the SceneGraph API
+    and the LLM words the question and answer. Free (`PROVE_QA_GENERATOR=free`): the paper's
+    generation, the LLM writes 10-15 pairs and their programs (supplement fig. 3)."""
     wh = warehouse.get()
-    graphs = wh.read("scene_graphs", {"shard": context.partition_key})
-    graphs = graphs[graphs["error"].isna()] if len(graphs) else graphs
-    prompt = load_prompt(prompts_dir(), "generate_qa")
-    requests = []
-    for g in graphs.itertuples():
-        sg = SceneGraph.from_json(g.scene_graph)
-        requests.append(
-            LLMRequest(
-                prompt,
-                {"caption": sg.caption, "sg_dict": json.dumps(sg.sg_dict), "n_min": QA_MIN, "n_max": QA_MAX},
-                validate=parse_qa_text,
-                # ~110 tokens a pair: room for QA_MIN pairs; a model that runs on is cut off and the complete
-                # pairs are kept (the text format has no grammar to stop it at QA_MAX).
-                max_tokens=100 + 110 * QA_MIN,
-            )
-        )
+    inputs = qa_generation_inputs(wh.read("scene_graphs", {"shard": context.partition_key}))
     with llm.gateway(wh, context) as gw:
-        results = gw.run(requests, progress_logger(context, "images"))
+        results = iter(gw.run([r for _, _, reqs in inputs for r in reqs], progress_logger(context, "requests")))
         sent, cached = gw.sent, gw.cached
-    rows, failed = [], 0
-    for g, res in zip(graphs.itertuples(), results, strict=True):
-        if res.error:
-            failed += 1
-            rows.append(
-                {
-                    "qa_id": f"{g.image_id}-failed",
-                    "image_id": g.image_id,
-                    "pair_index": -1,
-                    "question": None,
-                    "answer": None,
-                    "program": None,
-                    "call_id": res.call_id,
-                    "error": res.error,
-                }
-            )
-            continue
-        seen = set()
-        for i, pair in enumerate(res.data):
-            qid = qa_id(g.image_id, pair["question"])
-            if qid in seen:
-                continue
-            seen.add(qid)
-            rows.append(
-                {
-                    "qa_id": qid,
-                    "image_id": g.image_id,
-                    "pair_index": i,
-                    "question": pair["question"].strip(),
-                    "answer": pair["answer"].strip(),
-                    "program": pair["program"],
-                    "call_id": res.call_id,
-                    "error": None,
-                }
-            )
-    df = pd.DataFrame(
-        rows, columns=["qa_id", "image_id", "pair_index", "question", "answer", "program", "call_id", "error"]
-    )
+    rows: list[dict[str, Any]] = []
+    for image_id, targets, reqs in inputs:
+        done = [next(results) for _ in reqs]
+        if QA_GENERATOR == "free":
+            rows.extend(free_rows(image_id, done[0].data, done[0].call_id, done[0].error))
+        else:
+            rows.extend(targeted_rows(image_id, targets, [(r.data, r.call_id, r.error) for r in done]))
+    df = pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
+    ok = df[df["error"].isna()]
     return write_partition(
         context,
         wh,
         "qa_candidates",
         df,
         {
-            "qa_pairs": dg.MetadataValue.int(int(df["error"].isna().sum())),
-            "failed_images": dg.MetadataValue.int(failed),
+            "qa_pairs": dg.MetadataValue.int(len(ok)),
+            "generator": dg.MetadataValue.text(QA_GENERATOR),
+            "pairs_by_kind": dg.MetadataValue.json({str(k): int(v) for k, v in ok["kind"].value_counts().items()}),
+            "failed": dg.MetadataValue.int(int(df["error"].notna().sum())),
             "llm_requests_sent": dg.MetadataValue.int(sent),
             "llm_requests_cached": dg.MetadataValue.int(cached),
         },
@@ -386,12 +444,46 @@ def cosine(embedder: Any, a: list[str], b: list[str]) -> np.ndarray:
 
 @dg.asset(group_name="benchmark", partitions_def=shard_partitions, pool="duckdb", code_version="1", kinds={"duckdb"})
 def qa_flags(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """QA pairs a person flagged as bad (`prove-assets flag QA_ID --reason ...`): the latest
-    flag/unflag action per pair from the append-only `qa_flag_log`. Flagged pairs leave the
-    benchmark when `verified_qa` is refreshed."""
+    """QA pairs a person flagged as bad (`prove-assets flag QA_ID --reason ...`, or marked wrong /
+    irrelevant by `prove-assets audit`): the latest flag/unflag action per pair from the
+    append-only `qa_flag_log`. Flagged pairs leave the benchmark when `verified_qa` is refreshed."""
     wh = warehouse.get()
     df = active_flags(wh, context.partition_key)
     return write_partition(context, wh, "qa_flags", df, {"flagged": dg.MetadataValue.int(len(df))})
+
+
+def repair_request(row: dict[str, Any], candidate: dict[str, Any], target_facts: list[SceneTuple] | None,
+                   sg_dict: dict[str, Any]) -> LLMRequest:  # fmt: skip
+    """One repair request for a pair that did not verify: targeted pairs are reworded against the
+    verified program output; free pairs get a new program and answer."""
+    problem = f"{row['verdict']}: {row['reason']}"
+    if row["generator"] == "targeted":
+        return LLMRequest(
+            load_prompt(prompts_dir(), "repair_wording"),
+            {
+                "instruction": candidate["instruction"],
+                "facts": "; ".join(t.text for t in target_facts or []) or "(none)",
+                "output": row["program_output"],
+                "question": row["question"],
+                "answer": row["answer"],
+                "problem": problem,
+            },
+            PAIR_SCHEMA,
+            validate=parse_pair,
+            max_tokens=160,
+        )
+    return LLMRequest(
+        load_prompt(prompts_dir(), "repair_program"),
+        {
+            "sg_dict": json.dumps(sg_dict),
+            "question": row["question"],
+            "answer": row["answer"],
+            "program": (row["program"] or "").rstrip(),
+            "problem": f"{problem}; program output: {row['program_output']!r}",
+        },
+        validate=lambda text: parse_qa_text(text)[0],
+        max_tokens=400,
+    )
 
 
 @dg.asset(
@@ -399,7 +491,12 @@ def qa_flags(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
     partitions_def=shard_partitions,
     deps=[qa_candidates, scene_graphs, qa_flags],
     pool="duckdb",
-    code_version=code_version(["filter_qa"], answer_match_threshold=ANSWER_MATCH_THRESHOLD, complexity_nodes=3),
+    code_version=code_version(
+        ["filter_qa", "repair_wording", "repair_program"],
+        answer_match_threshold=ANSWER_MATCH_THRESHOLD,
+        complexity_nodes=COMPLEX_NODES,
+        verifier=construction_version(),
+    ),
     kinds={"duckdb", "python"},
 )
 def verified_qa(
@@ -409,75 +506,71 @@ def verified_qa(
     sandbox: SandboxResource,
     embeddings: EmbeddingResource,
 ) -> dg.MaterializeResult:
-    """Every candidate's program is executed over the scene graph as a unit test. A pair is
-    discarded if the program fails or its output differs semantically from the answer; the
-    survivors pass the post-processing filter (trivial / incomplete / unnatural, supplement
-    fig. 5). The size of the visited subgraph splits kept pairs into simple (<= 3 nodes) and
-    complex. The benchmark is the rows with verdict `kept`."""
+    """Every candidate's program is executed over the scene graph as a unit test; a pair is kept
+    only if the program runs, says something (no `unknown`, no empty slot), and its output agrees
+    with the answer (similarity, and for planned targets every fact stated, same yes/no). A pair
+    that fails gets one repair request (reworded, or a new program for free generation) and is
+    verified again. Survivors pass the post-processing filter (trivial / incomplete / unnatural,
+    supplement fig. 5). The size of the visited subgraph splits kept pairs into simple (<= 3
+    nodes) and complex. The benchmark is the rows with verdict `kept`."""
     wh = warehouse.get()
     shard = context.partition_key
     cands = wh.read("qa_candidates", {"shard": shard})
     cands = cands[cands["error"].isna()].reset_index(drop=True) if len(cands) else cands
+    candidates = cands.to_dict("records")
     graphs = {g.image_id: g.scene_graph for g in wh.read("scene_graphs", {"shard": shard}).itertuples()}
-    with sandbox.open() as sb:
-        jobs = [(c.program, graphs[c.image_id]) for c in cands.itertuples()]
-        results = sb.run_many(jobs, progress_logger(context, "verification programs"))
-    context.log.info(f"executed {len(results)} verification programs")
-    rows: list[dict[str, Any]] = []
-    for c, r in zip(cands.itertuples(), results, strict=True):
-        verdict = {"ok": "ok", "program_timeout": "program_timeout"}.get(r.verdict, "program_error")
-        rows.append(
-            {
-                "qa_id": c.qa_id,
-                "image_id": c.image_id,
-                "question": c.question,
-                "answer": c.answer,
-                "program": c.program,
-                "call_id": c.call_id,
-                "program_output": r.output,
-                "visited": json.dumps(r.visited),
-                "n_visited": len(r.visited),
-                "complexity": "simple" if len(r.visited) <= 3 else "complex",
-                "similarity": None,
-                "verdict": verdict,
-                "reason": r.reason,
-                "program_seconds": round(r.seconds, 4),
-                "filter_call_id": None,
-            }
-        )
-    df = pd.DataFrame(
-        rows,
-        columns=[
-            "qa_id",
-            "image_id",
-            "question",
-            "answer",
-            "program",
-            "call_id",
-            "program_output",
-            "visited",
-            "n_visited",
-            "complexity",
-            "similarity",
-            "verdict",
-            "reason",
-            "program_seconds",
-            "filter_call_id",
-        ],
-    )
-    ran = df["verdict"] == "ok"
-    sims = cosine(embeddings.get(), df.loc[ran, "answer"].tolist(), df.loc[ran, "program_output"].fillna("").tolist())
-    df.loc[ran, "similarity"] = np.round(sims, 4)
-    mismatch = ran & (df["similarity"].astype(float) < ANSWER_MATCH_THRESHOLD)
-    df.loc[mismatch, "verdict"] = "answer_mismatch"
-    df.loc[mismatch, "reason"] = df.loc[mismatch, "similarity"].map(
-        lambda s: f"program output vs answer similarity {s:.2f} < {ANSWER_MATCH_THRESHOLD}"
-    )
+    facts = [facts_from_json(c.get("facts")) for c in candidates]
+    embedder = embeddings.get()
 
-    # Post-processing filter, one request per image over its verified pairs.
+    def verify(pairs: list[dict[str, Any]], pair_facts: list) -> list[dict[str, Any]]:
+        runs = sb.run_many([(c["program"], graphs[c["image_id"]]) for c in pairs], progress_logger(context, "programs"))
+        ran = [r.verdict == "ok" for r in runs]
+        sims = cosine(embedder, [c["answer"] for c, ok in zip(pairs, ran, strict=True) if ok],
+                      [r.output or "" for r, ok in zip(runs, ran, strict=True) if ok])  # fmt: skip
+        it = iter(sims)
+        return [
+            verified_row(c, r, float(next(it)) if ok else None, ANSWER_MATCH_THRESHOLD, f)
+            for c, r, ok, f in zip(pairs, runs, ran, pair_facts, strict=True)
+        ]
+
+    with sandbox.open() as sb:
+        rows = verify(candidates, facts)
+        # One repair round.
+        todo = [i for i, row in enumerate(rows) if needs_repair(row)]
+        plans = {c["qa_id"]: c for c in candidates}
+        instructions = _instructions(graphs, candidates)
+        requests = [
+            repair_request(
+                rows[i],
+                {**plans[rows[i]["qa_id"]], "instruction": instructions.get(rows[i]["qa_id"], "")},
+                facts[i],
+                SceneGraph.from_json(graphs[rows[i]["image_id"]]).sg_dict,
+            )  # fmt: skip
+            for i in todo
+        ]
+        with llm.gateway(wh, context) as gw:
+            repaired = gw.run(requests, progress_logger(context, "repairs"))
+            sent, cached = gw.sent, gw.cached
+        retry, retry_at = [], []
+        for i, res in zip(todo, repaired, strict=True):
+            rows[i]["repair_call_id"] = res.call_id
+            if res.error or not res.data:
+                rows[i]["reason"] = f"{rows[i]['reason']}; repair failed: {(res.error or 'no pair')[:200]}"
+                continue
+            retry.append(
+                {**candidates[i], **{k: v for k, v in res.data.items() if k in ("question", "answer", "program")}}
+            )
+            retry_at.append(i)
+        for i, row in zip(retry_at, verify(retry, [facts[i] for i in retry_at]), strict=True):
+            rows[i] = {**row, "repaired": True, "repair_call_id": rows[i]["repair_call_id"]}
+    context.log.info(f"verified {len(rows)} pairs; {len(todo)} repair requests, {len(retry)} repaired pairs re-run")
+
+    # Post-processing filter, one request per verified pair (a batch per image came back misaligned).
+    df = pd.DataFrame(rows, columns=VERIFIED_COLUMNS)
+    df["visited"] = df["visited"].map(json.dumps)
     prompt = load_prompt(prompts_dir(), "filter_qa")
-    groups = [(img, g.index.tolist()) for img, g in df[df["verdict"] == "ok"].groupby("image_id", sort=True)]
-    requests = [
+    groups = [(df.at[ix, "image_id"], [ix]) for ix in df.index[df["verdict"] == "ok"]]
+    filter_requests = [
         LLMRequest(
             prompt,
             {
@@ -492,35 +585,18 @@ def verified_qa(
         for _, idx in groups
     ]
     with llm.gateway(wh, context) as gw:
-        judged = gw.run(requests, progress_logger(context, "filtered images"))
-        sent, cached = gw.sent, gw.cached
+        judged = gw.run(filter_requests, progress_logger(context, "filtered images"))
+        sent, cached = sent + gw.sent, cached + gw.cached
     for (_, idx), res in zip(groups, judged, strict=True):
+        verdicts = None if res.error else res.data
         for i, ix in enumerate(idx):
             df.at[ix, "filter_call_id"] = res.call_id
-            if res.error:
-                df.at[ix, "verdict"], df.at[ix, "reason"] = (
-                    "kept",
-                    f"post-processing filter unavailable: {res.error[:200]}",
-                )
-                continue
-            verdict, reason = res.data.get(i, ("ok", "no judgement returned for this pair"))
-            df.at[ix, "verdict"] = "kept" if verdict == "ok" else f"filtered_{verdict}"
-            df.at[ix, "reason"] = reason
+            df.at[ix, "verdict"], df.at[ix, "reason"] = filter_verdict(verdicts, i, res.error)
     # A person's verdict overrides the pipeline's (applied after the filter so its request is unchanged).
     for flag in active_flags(wh, shard).itertuples():
         hit = df["qa_id"] == flag.qa_id
         df.loc[hit, "verdict"] = "flagged"
         df.loc[hit, "reason"] = f"flagged by {flag.flagged_by}: {flag.reason}"
-    counts = df["verdict"].value_counts().reindex(VERDICTS, fill_value=0)
-    total = max(1, len(df))
-    table = pd.DataFrame(
-        {
-            "verdict": VERDICTS,
-            "n": [int(counts[v]) for v in VERDICTS],
-            "share": [f"{counts[v] / total:.1%}" for v in VERDICTS],
-            "PROVE v0.1": [f"{PAPER_VERDICT_SHARE[v]:.1%}" if v in PAPER_VERDICT_SHARE else "" for v in VERDICTS],
-        }
-    )
     kept = df[df["verdict"] == "kept"]
     return write_partition(
         context,
@@ -528,33 +604,74 @@ def verified_qa(
         "verified_qa",
         df,
         {
-            "verdicts": dg.MetadataValue.md(markdown_table(table)),
+            "verdicts": dg.MetadataValue.md(markdown_table(verdict_table(df))),
             "kept": dg.MetadataValue.int(len(kept)),
             "kept_simple": dg.MetadataValue.int(int((kept["complexity"] == "simple").sum())),
             "kept_complex": dg.MetadataValue.int(int((kept["complexity"] == "complex").sum())),
+            "kept_by_kind": dg.MetadataValue.json({str(k): int(v) for k, v in kept["kind"].value_counts().items()}),
+            "repaired": dg.MetadataValue.int(int(df["repaired"].sum())),
             "llm_requests_sent": dg.MetadataValue.int(sent),
             "llm_requests_cached": dg.MetadataValue.int(cached),
         },
     )
 
 
+def _instructions(graphs: dict[str, str], candidates: list[dict[str, Any]]) -> dict[str, str]:
+    """The planner's instruction of each targeted candidate (re-planned: the plan is deterministic)."""
+    out: dict[str, str] = {}
+    plans: dict[str, list[Target]] = {}
+    for c in candidates:
+        if c.get("generator") != "targeted":
+            continue
+        if c["image_id"] not in plans:
+            plans[c["image_id"]] = plan_targets(
+                SceneGraph.from_json(graphs[c["image_id"]]), QA_TARGETS, ABSENT_VOCABULARY
+            )
+        targets = plans[c["image_id"]]
+        i = int(c["pair_index"])
+        if 0 <= i < len(targets):
+            out[c["qa_id"]] = targets[i].instruction
+    return out
+
+
 @dg.asset(
     group_name="benchmark",
     partitions_def=shard_partitions,
-    deps=[verified_qa],
+    deps=[verified_qa, qa_candidates],
     pool="duckdb",
-    code_version=code_version(["extract_tuples"]),
+    code_version=code_version(["extract_tuples"], canonical=canonical_version(), parser=parser_version()),
     kinds={"duckdb", "llm"},
 )
 def answer_tuples(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
 ) -> dg.MaterializeResult:
-    """Tuples g(A) of every kept ground-truth answer, extracted with the same prompt as the
-    captions and responses: what helpfulness measures recall against."""
+    """Tuples g(A) of every kept ground-truth answer: what helpfulness measures recall against.
+    For a planned (targeted) pair they are its target's facts, exactly what its program verified;
+    free-generation answers are extracted with the same prompt and canonicalisation as captions
+    and responses."""
     wh = warehouse.get()
-    qa = wh.read("verified_qa", {"shard": context.partition_key})
-    kept = qa[qa["verdict"] == "kept"] if len(qa) else pd.DataFrame(columns=["qa_id", "image_id", "answer"])
-    keys = [{"qa_id": r.qa_id, "image_id": r.image_id} for r in kept.itertuples()]
-    return extract_and_write(
-        context, wh, llm, "answer_tuples", list(kept["answer"]), keys, ["qa_id", "image_id"], "answers"
+    shard = context.partition_key
+    qa = wh.read("verified_qa", {"shard": shard})
+    kept = (
+        qa[qa["verdict"] == "kept"] if len(qa) else pd.DataFrame(columns=["qa_id", "image_id", "answer", "generator"])
     )
+    cands = wh.read("qa_candidates", {"shard": shard})
+    facts = dict(zip(cands["qa_id"], cands["facts"], strict=True)) if len(cands) else {}
+    planned = kept[kept["qa_id"].map(lambda q: bool(facts.get(q)))]
+    extracted = kept[~kept["qa_id"].isin(planned["qa_id"])]
+    rows = []
+    for r in planned.itertuples():
+        for i, t in enumerate(facts_from_json(facts[r.qa_id]) or []):
+            rows.append({"qa_id": r.qa_id, "image_id": r.image_id, "tuple_index": i, **t.as_row(),
+                         "extractor": "target facts", "call_id": None, "error": None, "normalised_from": None,
+                         "normalise_reason": None})  # fmt: skip
+    keys = [{"qa_id": r.qa_id, "image_id": r.image_id} for r in extracted.itertuples()]
+    texts = list(extracted["answer"])
+    with llm.gateway(wh, context) as gw:
+        results = gw.run([tuples_request(t) for t in texts], progress_logger(context, "answers"))
+        sent, cached = gw.sent, gw.cached
+    df, dropped = extract_tuple_rows(results, keys, ["qa_id", "image_id"], texts)
+    df = pd.concat([pd.DataFrame(rows, columns=df.columns), df], ignore_index=True) if rows else df
+    meta = tuple_metadata(df, dropped, "answers", sent, cached)
+    meta["from_target_facts"] = dg.MetadataValue.int(len(planned))
+    return write_partition(context, wh, "answer_tuples", df, meta)

@@ -8,7 +8,7 @@ import pandas as pd
 
 from prove_assets.config import SAMPLE_DIR
 from prove_assets.core.calibration import Source, calibration_version, evaluate, make_cases, summarize
-from prove_assets.core.quality import KINDS, extraction_quality, load_gold
+from prove_assets.core.quality import KINDS, extraction_quality, gold_aliases, load_gold, still_right_on_gold
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.scoring import paper_score
 from prove_assets.core.strict import StrictEntailment, strict_score, strict_scorer_version
@@ -134,7 +134,7 @@ def _has_table(wh: Warehouse, table: str) -> bool:
     group_name="reports",
     deps=[caption_tuples, verified_qa, images],
     pool="duckdb",
-    code_version="1",
+    code_version="2",
     kinds={"duckdb", "python"},
 )
 def construction_quality(
@@ -146,7 +146,9 @@ def construction_quality(
     """The LLM steps of construction against the sample's hand-written gold tuples, per LLM
     model: tuple extraction precision / recall / F1 (entities, attributes, relations), and the
     share of kept QA pairs whose program, run on the gold scene graph, still gives the kept
-    answer. Only images whose caption is a hand-written sample caption are measured. Rows of
+    answer (entity names matched as the strict scorer matches them; the output must state
+    something, be similar, and contradict none of the answer's colours, materials, numbers or
+    text), per generator. Only images whose caption is a hand-written sample caption are measured. Rows of
     other LLM models are kept, so swapping the LLM shows its effect side by side."""
     wh = warehouse.get()
     embedder = embeddings.get()
@@ -169,17 +171,29 @@ def construction_quality(
     kept = qa[qa["verdict"] == "kept"] if len(qa) else qa
     if len(kept):
         kept = kept.assign(llm_model=kept["call_id"].map(models).fillna("unknown"))
+        judge = StrictEntailment(embedder)
+        extracted = {g.image_id: SceneGraph.from_json(g.scene_graph) for g in wh.read("scene_graphs").itertuples()}
+        gold_graphs = {}
+        for image_id in set(kept["image_id"]):
+            sg = SceneGraph.from_tuples(gold[image_id].caption, gold[image_id].tuples)
+            names = extracted[image_id].get_entities() if image_id in extracted else []
+            sg.aliases = gold_aliases(names, sg.get_entities(), judge.same_entity, judge.similarity)
+            gold_graphs[image_id] = sg.to_json()
         with sandbox.open() as sb:
-            runs = sb.run_many(
-                [
-                    (r.program, SceneGraph.from_tuples(gold[r.image_id].caption, gold[r.image_id].tuples).to_json())
-                    for r in kept.itertuples()
-                ]
-            )
+            runs = sb.run_many([(r.program, gold_graphs[r.image_id]) for r in kept.itertuples()])
         outputs = [r.output if r.ok else "" for r in runs]
         sims = (embedder.encode(kept["answer"].tolist()) * embedder.encode([o or "" for o in outputs])).sum(axis=1)
-        kept = kept.assign(gold_output=outputs, gold_similarity=sims.round(4), gold_verdict=[r.verdict for r in runs])
-        kept["still_answers"] = kept["gold_similarity"] >= ANSWER_MATCH_THRESHOLD
+        checks = [
+            still_right_on_gold(a, o, float(s), ANSWER_MATCH_THRESHOLD)
+            for a, o, s in zip(kept["answer"], outputs, sims, strict=True)
+        ]
+        kept = kept.assign(
+            gold_output=outputs,
+            gold_similarity=sims.round(4),
+            gold_verdict=[r.verdict for r in runs],
+            still_answers=[ok for ok, _ in checks],
+            gold_reason=[why for _, why in checks],
+        )
     rows: list[dict[str, Any]] = []
     for model, g in ct.groupby("llm_model"):
         pred = tuples_by(g, "image_id")
@@ -188,12 +202,14 @@ def construction_quality(
             rows.append(
                 {"llm_model": model, "measure": "tuple_extraction", "kind": kind, **q[kind], "images": len(measured)}
             )
-    for model, g in kept.groupby("llm_model") if len(kept) else []:
+    by = ["llm_model", "generator"] if "generator" in kept else ["llm_model"]
+    for key, g in kept.groupby(by) if len(kept) else []:
+        model, generator = (key if isinstance(key, tuple) else (key,)) + ("",) * (2 - len(by))
         rows.append(
             {
                 "llm_model": model,
                 "measure": "program_on_gold",
-                "kind": "kept_qa_pairs",
+                "kind": f"kept_qa_pairs ({generator})" if generator else "kept_qa_pairs",
                 "share": round(float(g["still_answers"].mean()), 3),
                 "matched": int(g["still_answers"].sum()),
                 "n_pred": len(g),
@@ -227,6 +243,7 @@ def construction_quality(
                 "gold_output",
                 "gold_similarity",
                 "still_answers",
+                "gold_reason",
             ]
         ]
         if len(kept)

@@ -11,6 +11,11 @@ from prove_assets.core.prompts import prompts_version
 
 # Captions are sent to tuple extraction in chunks of at least this many words (sentences kept whole).
 CAPTION_CHUNK_WORDS = int(os.environ.get("PROVE_CAPTION_CHUNK_WORDS", "30"))
+# Which QA generator builds the benchmark (prove_assets.core.construction.generation): `targeted`
+# (the system plans targets, compiles their programs, the model words them) or `free` (the paper's).
+QA_GENERATOR = os.environ.get("PROVE_QA_GENERATOR", "targeted")
+# Targets planned per image (targeted), and pairs asked per image (free generation).
+QA_TARGETS = int(os.environ.get("PROVE_QA_TARGETS", "12"))
 QA_MIN = int(os.environ.get("PROVE_QA_MIN", "10"))
 QA_MAX = int(os.environ.get("PROVE_QA_MAX", "15"))
 # Programs whose output is less similar than this to the generated answer are `answer_mismatch`.

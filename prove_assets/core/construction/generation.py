@@ -1,0 +1,152 @@
+"""QA pair generation: the requests' inputs and the parsing of what the model wrote.
+
+Two generators, recorded per pair in the `generator` column:
+- `targeted` (default): the system plans targets (targets.py) and compiles their programs; the
+  model words a question and answer for each, one request per image (prompts/word_qa.md);
+- `free`: the paper's generation, the whole caption and scene graph -> 10-15 pairs each with its
+  own program (prompts/generate_qa.md), for strong endpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from prove_assets.core.construction.targets import Target
+from prove_assets.core.tuples import SceneTuple
+
+GENERATORS = ("targeted", "free")
+
+_QA_BLOCK = re.compile(
+    r"^\s*Q\d*[:.]\s*(?P<q>[^\n]+?)\s*\n\s*A\d*[:.]\s*(?P<a>[^\n]+?)\s*\n\s*```(?:python)?[ \t]*\n(?P<code>.*?)```",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def qa_id(image_id: str, question: str) -> str:
+    """Stable id: the same question about the same image keeps its id across re-runs."""
+    return f"{image_id}-{hashlib.sha1(' '.join(question.lower().split()).encode()).hexdigest()[:8]}"
+
+
+def parse_qa_text(text: str) -> list[dict[str, str]]:
+    """QA pairs from free generation: `Q: ...`, `A: ...`, then the program in a fenced block.
+    Blocks cut off by max_tokens are simply not matched; the complete ones are kept."""
+    pairs = [
+        {"question": m["q"].strip(), "answer": m["a"].strip(), "program": m["code"].strip() + "\n"}
+        for m in _QA_BLOCK.finditer(text or "")
+    ]
+    if not pairs:
+        raise ValueError("no 'Q: ... / A: ... / ```python ... ```' block found")
+    return pairs
+
+
+# --- targeted wording ---------------------------------------------------------------------------
+def target_text(target: Target) -> str:
+    """A target as the wording prompt shows it: the instruction and its facts."""
+    return f"{target.instruction} Facts: {target.facts_text()}"
+
+
+PAIR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"question": {"type": "string"}, "answer": {"type": "string"}},
+    "required": ["question", "answer"],
+}
+
+
+def parse_pair(data: Any) -> dict[str, str]:
+    """One worded pair {question, answer}; raises ValueError (one repair request) otherwise."""
+    if not (
+        isinstance(data, dict) and all(isinstance(data.get(k), str) and data[k].strip() for k in ("question", "answer"))
+    ):
+        raise ValueError('expected {"question": "...", "answer": "..."}')
+    return {"question": data["question"].strip(), "answer": data["answer"].strip()}
+
+
+def facts_json(facts: Sequence[SceneTuple]) -> str:
+    return json.dumps([t.as_row() for t in facts])
+
+
+def facts_from_json(text: str | None) -> list[SceneTuple] | None:
+    """The target facts stored with a candidate (None for free generation)."""
+    if not text:
+        return None
+    fields = ("kind", "entity", "attribute_type", "value", "relation_type", "predicate", "target")
+    return [SceneTuple(**{f: row.get(f) for f in fields}) for row in json.loads(text)]
+
+
+CANDIDATE_COLUMNS = [
+    "qa_id",
+    "image_id",
+    "pair_index",
+    "question",
+    "answer",
+    "program",
+    "generator",
+    "kind",
+    "facts",
+    "call_id",
+    "error",
+]
+
+
+def targeted_rows(
+    image_id: str, targets: Sequence[Target], worded: Sequence[tuple[dict[str, str] | None, str | None, str | None]]
+) -> list[dict[str, Any]]:
+    """Candidate rows of one image's targets, given (pair, call_id, error) per target: a worded
+    pair each, or a row with the reason when the model gave none (nothing disappears silently)."""
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, (target, (pair, call_id, error)) in enumerate(zip(targets, worded, strict=True)):
+        base = {
+            "image_id": image_id,
+            "pair_index": i,
+            "program": target.program,
+            "generator": "targeted",
+            "kind": target.kind,
+            "facts": facts_json(target.facts),
+            "call_id": call_id,
+        }
+        if pair is None:
+            reason = error or "the model wrote no question/answer for this target"
+            rows.append({**base, "qa_id": f"{image_id}-t{i}-failed", "question": None, "answer": None, "error": reason})
+            continue
+        qid = qa_id(image_id, pair["question"])
+        if qid in seen:
+            rows.append({**base, "qa_id": f"{image_id}-t{i}-duplicate", "question": pair["question"],
+                         "answer": pair["answer"], "error": "same question as an earlier target"})  # fmt: skip
+            continue
+        seen.add(qid)
+        rows.append({**base, "qa_id": qid, "question": pair["question"], "answer": pair["answer"], "error": None})
+    return rows
+
+
+def free_rows(
+    image_id: str, pairs: Sequence[dict[str, str]] | None, call_id: str | None, error: str | None
+) -> list[dict[str, Any]]:
+    """Candidate rows of the paper's free generation for one image."""
+    base = {"image_id": image_id, "generator": "free", "kind": None, "facts": None, "call_id": call_id}
+    if error or not pairs:
+        return [{**base, "qa_id": f"{image_id}-failed", "pair_index": -1, "question": None, "answer": None,
+                 "program": None, "error": error or "no pairs"}]  # fmt: skip
+    rows, seen = [], set()
+    for i, pair in enumerate(pairs):
+        qid = qa_id(image_id, pair["question"])
+        if qid in seen:
+            continue
+        seen.add(qid)
+        rows.append({**base, "qa_id": qid, "pair_index": i, "question": pair["question"].strip(),
+                     "answer": pair["answer"].strip(), "program": pair["program"], "error": None})  # fmt: skip
+    return rows
+
+
+def construction_version() -> str:
+    """A hash of the planner, templates and verdict rules: editing them marks the QA assets stale."""
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for name in ("targets.py", "generation.py", "verify.py"):
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:12]

@@ -1,0 +1,467 @@
+"""The system chooses what each question is about; the model only words it.
+
+A small model asked for "10-15 diverse QA pairs with programs" over a whole scene graph writes
+the same colour question ten times with programs that call the wrong API. Here the scene graph
+is sampled into *targets*: a question kind (attribute, where, what-is-on, count, text, describe,
+compare, multi-hop, yes/no existence, absent object, activity), the exact node names, and the
+facts the answer must state. Each target's verification program is compiled from a template
+over the seed SceneGraph API, so it verifies by construction on the graph it was planned from;
+what is still checked is that the model's wording states the same facts. Facts are preferred
+when the caption's own words state them (entity and value in one sentence), so an extraction
+error does not become a confident wrong answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from prove_assets.core.construction.canonical import name_key
+from prove_assets.core.construction.verify import COMPLEX_NODES
+from prove_assets.core.scene_graph import SceneGraph
+from prove_assets.core.strict import class_words
+from prove_assets.core.tuples import SceneTuple
+
+# Attribute types a "what <type>" question can ask about, with the sentence the program returns.
+ATTRIBUTE_SENTENCES = {
+    "color": "The {entity} is {value}.",
+    "material": "The {entity} is made of {value}.",
+    "shape": "The {entity} is {value} in shape.",
+    "pattern": "The {entity} has a {value} pattern.",
+    "texture": "The {entity} looks {value}.",
+    "size": "The {entity} is {value}.",
+    "state": "The {entity} is {value}.",
+    "lighting": "The {entity} is {value}.",
+    "expression": "The {entity} is {value}.",
+    "activity": "The {entity} is {value}.",
+    "count": "There are {value} {entity}.",
+    "text rendering": "The {entity} reads {value}.",
+}
+DESCRIBE_TYPES = ("color", "material", "shape", "pattern", "texture", "size", "state")
+# Kinds in the order a plan takes them (round robin), so every kind present in a graph is asked
+# before any kind is asked twice.
+KINDS = (
+    "attribute",
+    "where",
+    "what_is",
+    "describe",
+    "multi_hop",
+    "count",
+    "text",
+    "compare",
+    "exists",
+    "activity",
+    "absent",
+    "around",
+    "chain",
+)
+# How each kind is asked: the model's instruction (it chooses the exact words).
+INSTRUCTIONS = {
+    "attribute": "Ask about the {type} of the {entity}.",
+    "where": "Ask where the {entity} is.",
+    "what_is": "Ask which things are {predicate} the {target}.",
+    "describe": "Ask the reader to describe the {entity}.",
+    "multi_hop": "Ask about the {type} of the thing the {entity} is {predicate}, without naming that thing.",
+    "count": "Ask how many {entity} there are.",
+    "text": "Ask what the {entity} says or reads.",
+    "compare": "Ask whether the {entity} and the {other} have the same {type}.",
+    "exists": "Ask a yes/no question whether there is a {entity} {predicate} the {target}.",
+    "activity": "Ask what the {entity} is doing.",
+    "absent": "Ask whether there is a {entity} in the picture (there is none: the answer is no).",
+    "around": "Ask what is around the {entity}.",
+    "chain": "Ask where the thing the {entity} is {predicate} is, without naming that thing.",
+}
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one QA pair is about: its kind, the node names, the facts its answer states, the
+    instruction the model words it from, and the program that verifies it."""
+
+    kind: str
+    subject: str
+    facts: tuple[SceneTuple, ...]
+    instruction: str
+    program: str
+    nodes: tuple[str, ...] = field(default=())
+    # Nodes its program will visit through the API (an entity's relations touch every neighbour):
+    # PROVE's simple/complex split, known before anything runs.
+    expected_nodes: int = 1
+
+    def facts_text(self) -> str:
+        return "; ".join(t.text for t in self.facts) if self.facts else "(none)"
+
+
+def words_are_number(value: str) -> bool:
+    return bool(class_words(value).get("number"))
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in _WORD.findall(text)}
+
+
+class CaptionCheck:
+    """Whether the caption's own words state a fact: the entity's head noun and the value's (or
+    the target's and predicate's) words in one sentence."""
+
+    def __init__(self, caption: str) -> None:
+        self.sentences = [_stems(s.lower().replace("-", " ")) for s in _SENTENCE.split(caption.strip()) if s]
+
+    def _together(self, *parts: str) -> bool:
+        needed = [(_stems(p.lower().replace("-", " ")) or {""}) for p in parts]
+        return any(all(n & s for n in needed) for s in self.sentences)
+
+    def states(self, t: SceneTuple) -> bool:
+        head = name_key(t.entity)[-1:] if t.entity else ()
+        if t.kind == "attribute":
+            return self._together(" ".join(head), (t.value or "").strip('"'))
+        if t.kind == "relation":
+            pred_words = [w for w in _WORD.findall(t.predicate or "") if w not in ("of", "the", "to", "a")]
+            target_head = " ".join(name_key(t.target or "")[-1:])
+            return self._together(" ".join(head), target_head, " ".join(pred_words) or (t.predicate or ""))
+        return self._together(" ".join(head))
+
+
+# --- programs ------------------------------------------------------------------------------------
+# Compiled from a target over the seed API; entity names are the only literals (repr-quoted).
+_JOIN = "    value = ' and '.join(v for v in value.split(', ') if v)\n"
+
+
+def attribute_program(entity: str, attribute_type: str) -> str:
+    sentence = ATTRIBUTE_SENTENCES[attribute_type].format(entity="' + entity + '", value="' + value + '")
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    entity = {entity!r}\n"
+        f"    value = scene_graph.get_attributes(entity).get({attribute_type!r}, '')\n"
+        "    if not value:\n"
+        "        return 'unknown'\n" + _JOIN + f"    return '{sentence}'\n"
+    )
+
+
+def where_program(entity: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    entity = {entity!r}\n"
+        "    places = []\n"
+        "    for target, rels in scene_graph.get_outgoing_relations(entity).items():\n"
+        "        for predicate in rels.get('spatial', []):\n"
+        "            places.append(predicate + ' the ' + target)\n"
+        "    if not places:\n"
+        "        return 'unknown'\n"
+        "    return 'The ' + entity + ' is ' + ' and '.join(places) + '.'\n"
+    )
+
+
+def what_is_program(target: str, relation_type: str, predicate: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    target, predicate = {target!r}, {predicate!r}\n"
+        "    things = []\n"
+        "    for source, rels in scene_graph.get_incoming_relations(target).items():\n"
+        f"        if predicate in rels.get({relation_type!r}, []):\n"
+        "            things.append('the ' + source)\n"
+        "    if not things:\n"
+        "        return 'unknown'\n"
+        "    verb = ' is ' if len(things) == 1 else ' are '\n"
+        "    names = ' and '.join(things)\n"
+        "    return names[0].upper() + names[1:] + verb + predicate + ' the ' + target + '.'\n"
+    )
+
+
+def describe_program(entity: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    entity = {entity!r}\n"
+        "    attributes = scene_graph.get_attributes(entity)\n"
+        f"    values = [attributes[t] for t in {DESCRIBE_TYPES!r} if attributes.get(t)]\n"
+        "    if not values:\n"
+        "        return 'unknown'\n"
+        "    return 'The ' + entity + ' is ' + ', '.join(values) + '.'\n"
+    )
+
+
+def multi_hop_program(entity: str, relation_type: str, predicate: str, attribute_type: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    entity, predicate = {entity!r}, {predicate!r}\n"
+        "    for target, rels in scene_graph.get_outgoing_relations(entity).items():\n"
+        f"        if predicate in rels.get({relation_type!r}, []):\n"
+        f"            value = scene_graph.get_attributes(target).get({attribute_type!r}, '')\n"
+        "            if value:\n"
+        "                return 'The ' + entity + ' is ' + predicate + ' the ' + target + ', which is ' + value + '.'\n"
+        "    return 'unknown'\n"
+    )
+
+
+def compare_program(entity: str, other: str, attribute_type: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    first, second = {entity!r}, {other!r}\n"
+        f"    a = scene_graph.get_attributes(first).get({attribute_type!r}, '')\n"
+        f"    b = scene_graph.get_attributes(second).get({attribute_type!r}, '')\n"
+        "    if not a or not b:\n"
+        "        return 'unknown'\n"
+        "    if a == b:\n"
+        "        return 'Yes, both the ' + first + ' and the ' + second + ' are ' + a + '.'\n"
+        "    return 'No, the ' + first + ' is ' + a + ' and the ' + second + ' is ' + b + '.'\n"
+    )
+
+
+def exists_program(entity: str, relation_type: str, predicate: str, target: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    entity, predicate, target = {entity!r}, {predicate!r}, {target!r}\n"
+        "    rels = scene_graph.get_outgoing_relations(entity).get(target, {})\n"
+        f"    if predicate in rels.get({relation_type!r}, []):\n"
+        "        return 'Yes, the ' + entity + ' is ' + predicate + ' the ' + target + '.'\n"
+        "    return 'No, there is no ' + entity + ' ' + predicate + ' the ' + target + '.'\n"
+    )
+
+
+def activity_program(entity: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    entity = {entity!r}\n"
+        "    doing = []\n"
+        "    for target, rels in scene_graph.get_outgoing_relations(entity).items():\n"
+        "        for action in rels.get('action', []):\n"
+        "            doing.append(action + ' the ' + target)\n"
+        "    if not doing:\n"
+        "        return 'unknown'\n"
+        "    return 'The ' + entity + ' is ' + ' and '.join(doing) + '.'\n"
+    )
+
+
+def around_program(entity: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    entity = {entity!r}\n"
+        "    facts = []\n"
+        "    for target, rels in scene_graph.get_outgoing_relations(entity).items():\n"
+        "        for predicate in rels.get('spatial', []) + rels.get('part', []):\n"
+        "            facts.append('the ' + entity + ' is ' + predicate + ' the ' + target)\n"
+        "    for source, rels in scene_graph.get_incoming_relations(entity).items():\n"
+        "        for predicate in rels.get('spatial', []) + rels.get('part', []):\n"
+        "            facts.append('the ' + source + ' is ' + predicate + ' the ' + entity)\n"
+        "    if not facts:\n"
+        "        return 'unknown'\n"
+        "    text = '; '.join(facts) + '.'\n"
+        "    return text[0].upper() + text[1:]\n"
+    )
+
+
+def chain_program(entity: str, predicate: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    entity, predicate = {entity!r}, {predicate!r}\n"
+        "    for target, rels in scene_graph.get_outgoing_relations(entity).items():\n"
+        "        if predicate in rels.get('spatial', []):\n"
+        "            for place, rels2 in scene_graph.get_outgoing_relations(target).items():\n"
+        "                for predicate2 in rels2.get('spatial', []):\n"
+        "                    return ('The ' + entity + ' is ' + predicate + ' the ' + target + ', which is '\n"
+        "                            + predicate2 + ' the ' + place + '.')\n"
+        "    return 'unknown'\n"
+    )
+
+
+def absent_program(entity: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    entity = {entity!r}\n"
+        "    for name in scene_graph.get_entities():\n"
+        "        if entity in name.split():\n"
+        "            return 'Yes, there is a ' + name + '.'\n"
+        "    return 'No, there is no ' + entity + ' in the picture.'\n"
+    )
+
+
+# --- planning ------------------------------------------------------------------------------------
+def _attributes(sg: SceneGraph) -> list[SceneTuple]:
+    out = []
+    for entity, data in sg.sg_dict.items():
+        for typ, values in (data.get("attributes") or {}).items():
+            for v in str(values).split(", "):
+                if v:
+                    out.append(SceneTuple("attribute", entity, attribute_type=typ, value=v))
+    return out
+
+
+def _relations(sg: SceneGraph) -> list[SceneTuple]:
+    out = []
+    for entity, data in sg.sg_dict.items():
+        for target, rels in (data.get("relations_to") or {}).items():
+            for typ, preds in rels.items():
+                for p in preds if isinstance(preds, list) else [preds]:
+                    out.append(SceneTuple("relation", entity, relation_type=typ, predicate=p, target=target))
+    return out
+
+
+def _order(items: Iterable, salt: str) -> list:
+    """A fixed shuffle (by hash): the same graph always gives the same plan."""
+    return sorted(items, key=lambda x: hashlib.sha1(f"{salt}|{x!r}".encode()).hexdigest())
+
+
+def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> dict[str, list[Target]]:
+    """Every target the graph supports, per kind, facts the caption states first."""
+    check = CaptionCheck(sg.caption)
+    attrs = [a for a in _attributes(sg) if check.states(a)]
+    rels = [r for r in _relations(sg) if check.states(r)]
+    by_entity: dict[str, dict[str, list[SceneTuple]]] = {}
+    for a in attrs:
+        by_entity.setdefault(a.entity, {}).setdefault(a.attribute_type or "", []).append(a)
+    out: dict[str, list[Target]] = {k: [] for k in KINDS}
+    salt = sg.caption[:200]
+
+    def degree(name: str, direction: str) -> int:
+        return len(sg.get_outgoing_relations(name) if direction == "out" else sg.get_incoming_relations(name))
+
+    def add(kind: str, subject: str, facts: Sequence[SceneTuple], program: str, **names: str) -> None:
+        nodes = tuple(dict.fromkeys(n for f in facts for n in (f.entity, f.target) if n)) or (subject,)
+        if kind == "around":
+            expected = 1 + degree(subject, "out") + degree(subject, "in")
+        elif kind == "chain":
+            expected = 1 + degree(subject, "out") + degree(facts[0].target or "", "out")
+        elif kind in ("where", "multi_hop", "exists", "activity"):
+            expected = 1 + degree(subject, "out")
+        elif kind == "what_is":
+            expected = 1 + degree(subject, "in")
+        else:
+            expected = {"compare": 2, "absent": 0}.get(kind, 1)
+        target = Target(kind, subject, tuple(facts), INSTRUCTIONS[kind].format(**names), program, nodes, expected)
+        out[kind].append(target)
+
+    all_attrs = _attributes(sg)
+    for entity, types in by_entity.items():
+        for typ in types:
+            # The program returns every value of the type: the answer must state all of them.
+            every = [a for a in all_attrs if a.entity == entity and a.attribute_type == typ]
+            if typ == "count":
+                # "How many?" wants a number: vague counts ("several") are not asked.
+                if all(words_are_number(a.value or "") for a in every):
+                    add("count", entity, every, attribute_program(entity, typ), entity=entity)
+            elif typ == "text rendering":
+                add("text", entity, every, attribute_program(entity, typ), entity=entity)
+            elif typ == "activity":
+                add("activity", entity, every, attribute_program(entity, typ), entity=entity)
+            elif typ in ATTRIBUTE_SENTENCES and typ != "size":
+                add("attribute", entity, every, attribute_program(entity, typ), entity=entity, type=typ)
+        described = [a for a in all_attrs if a.entity == entity and a.attribute_type in DESCRIBE_TYPES]
+        if len({a.attribute_type for a in described}) >= 2 and len(described) <= 4:
+            add("describe", entity, described, describe_program(entity), entity=entity)
+    all_rels = _relations(sg)
+    spatial = [r for r in rels if r.relation_type == "spatial"]
+    for entity in dict.fromkeys(r.entity for r in spatial):
+        every = [r for r in all_rels if r.entity == entity and r.relation_type == "spatial"]
+        if 1 <= len(every) <= 3:
+            add("where", entity, every, where_program(entity), entity=entity)
+    for r in rels:
+        sources = [x for x in all_rels if x.target == r.target and x.predicate == r.predicate]
+        sources = [x for x in sources if x.relation_type == r.relation_type]
+        if r.relation_type in ("spatial", "part") and len(sources) <= 4 and r == sources[0]:
+            add(
+                "what_is",
+                r.target or "",
+                sources,
+                what_is_program(r.target or "", r.relation_type or "spatial", r.predicate or ""),
+                predicate=r.predicate or "",
+                target=r.target or "",
+            )
+        if r.relation_type == "spatial":
+            add(
+                "exists",
+                r.entity,
+                [r],
+                exists_program(r.entity, "spatial", r.predicate or "", r.target or ""),
+                entity=r.entity,
+                predicate=r.predicate or "",
+                target=r.target or "",
+            )
+        if r.relation_type == "action":
+            every = [x for x in all_rels if x.entity == r.entity and x.relation_type == "action"]
+            if every[0] == r:
+                add("activity", r.entity, every, activity_program(r.entity), entity=r.entity)
+        for typ in ("color", "material"):
+            hop = [a for a in attrs if a.entity == r.target and a.attribute_type == typ]
+            # The program takes the first target with this predicate: only unique ones are asked.
+            same_pred = [x for x in all_rels if x.entity == r.entity and x.predicate == r.predicate]
+            if hop and len(same_pred) == 1 and r.relation_type == "spatial":
+                every = [a for a in all_attrs if a.entity == r.target and a.attribute_type == typ]
+                add(
+                    "multi_hop",
+                    r.entity,
+                    [r, *every],
+                    multi_hop_program(r.entity, "spatial", r.predicate or "", typ),
+                    entity=r.entity,
+                    predicate=r.predicate or "",
+                    type=typ,
+                )
+    for entity in sg.nodes:
+        near = [r for r in all_rels if entity in (r.entity, r.target) and r.relation_type in ("spatial", "part")]
+        if 3 <= len(near) <= 5 and sum(check.states(r) for r in near) >= 3:
+            add("around", entity, near, around_program(entity), entity=entity)
+    for r in spatial:
+        same_pred = [x for x in all_rels if x.entity == r.entity and x.predicate == r.predicate]
+        onward = [x for x in all_rels if x.entity == r.target and x.relation_type == "spatial"]
+        # The program answers with the first onward relation: only a place with one is asked.
+        if len(same_pred) == 1 and len(onward) == 1 and onward[0].target != r.entity:
+            add("chain", r.entity, [r, onward[0]], chain_program(r.entity, r.predicate or ""),
+                entity=r.entity, predicate=r.predicate or "")  # fmt: skip
+    # Comparisons between things the graph relates ("the cup and its saucer"), not any two things.
+    colored = {e for e, t in by_entity.items() if "color" in t}
+    related = {tuple(sorted((r.entity, r.target or ""))) for r in all_rels}
+    for e1, e2 in sorted(p for p in related if p[0] in colored and p[1] in colored):
+        every = [a for a in all_attrs if a.entity in (e1, e2) and a.attribute_type == "color"]
+        add("compare", e1, every, compare_program(e1, e2, "color"), entity=e1, other=e2, type="color")
+    caption_words = _stems(sg.caption.lower())
+    entity_words = {w for e in sg.nodes for w in _stems(str(e))}
+    for word in _order(absent_vocabulary, salt):
+        if not (_stems(word) & (caption_words | entity_words)):
+            add("absent", word, [], absent_program(word), entity=word)
+            break
+    sg.reset_visited()  # the degrees above were read through the tracking API
+    return {k: _order(v, salt) for k, v in out.items()}
+
+
+def plan_targets(
+    sg: SceneGraph,
+    n: int,
+    absent_vocabulary: Sequence[str] = (),
+    max_per_kind: int = 3,
+    complex_share: float = 0.35,
+) -> list[Target]:
+    """Up to `n` targets: first complex ones (programs visiting more than `COMPLEX_NODES` nodes)
+    up to `complex_share` of `n`, then the rest; kinds taken round robin (diversity), at most
+    `max_per_kind` of a kind and one absent-object question; a subject asked about at most twice."""
+    pools = candidate_targets(sg, absent_vocabulary)
+    chosen: list[Target] = []
+    per_subject: dict[str, int] = {}
+    taken = dict.fromkeys(KINDS, 0)
+
+    def take(limit: int, accept: Callable[[Target], bool]) -> None:
+        progress = True
+        while len(chosen) < limit and progress:
+            progress = False
+            for kind in KINDS:
+                cap = 1 if kind == "absent" else max_per_kind
+                for t in list(pools[kind]):
+                    if taken[kind] >= cap or len(chosen) >= limit:
+                        break
+                    if not accept(t):
+                        continue
+                    pools[kind].remove(t)
+                    if per_subject.get(t.subject, 0) >= 2 or any(t.facts and t.facts == c.facts for c in chosen):
+                        continue
+                    chosen.append(t)
+                    per_subject[t.subject] = per_subject.get(t.subject, 0) + 1
+                    taken[kind] += 1
+                    progress = True
+                    break
+
+    take(round(n * complex_share), lambda t: t.expected_nodes > COMPLEX_NODES)
+    take(n, lambda t: True)
+    return chosen

@@ -1,0 +1,230 @@
+"""Verdicts on generated QA pairs (PROVE sec. 3: a pair is kept only if its program runs and its
+output agrees with the answer), plus the checks a small model needs on top:
+
+- an output that says nothing ("unknown", "none", an empty slot as in "The trim is .") never
+  verifies, however similar its sentence is to the answer;
+- for a planned target, the answer must state every fact of the target (its closed-class words,
+  quoted text and the objects it names), and a yes/no answer must agree with the program's;
+- a question that already contains its answer's value is trivial.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from prove_assets.core.strict import NUMBER
+from prove_assets.core.tuples import SceneTuple
+
+_WORD = re.compile(r"[a-z0-9]+")
+_NO_ANSWER = re.compile(r"^\W*(unknown|none|null|n/?a|not found|no answer|nothing)?\W*$", re.IGNORECASE)
+# A slot left empty by a program: "is ." / "the ," / "reads ." / two spaces / "is and".
+_EMPTY_SLOT = re.compile(r"\b(is|are|the|a|an|of|reads|has|with)\s*[.,;]|\S\s{2,}\S|\b(is|are|the)\s+(and|or)\b")
+_STOP = {"the", "a", "an", "of", "is", "are", "and", "in", "on", "to", "it", "its", "there", "has", "text", "with"}
+# Spelled numbers and digits are one word (the strict scorer's number table).
+_NUMBERS = {s: canon for canon, spellings in NUMBER.items() for s in spellings if " " not in s}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # ok | program_error | program_timeout | empty_output | answer_mismatch | filtered_trivial
+    reason: str | None = None
+
+
+def _stem(word: str) -> str:
+    word = _NUMBERS.get(word, word)
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def words(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall((text or "").lower().replace("-", " "))}
+
+
+def output_problem(output: str | None) -> str | None:
+    """Why a program's output cannot verify anything, or None when it states something."""
+    if output is None or _NO_ANSWER.match(output):
+        return f"program output {output!r} states nothing"
+    if _EMPTY_SLOT.search(output):
+        return f"program output {output!r} has an empty slot"
+    return None
+
+
+def fact_words(fact: SceneTuple) -> set[str]:
+    """The words an answer must contain to state a fact: the value (attribute) or the target's
+    head noun (relation); names of the subject itself are not required (a pronoun will do)."""
+    if fact.kind == "attribute":
+        return words(fact.value or "") - _STOP
+    if fact.kind == "relation":
+        target = [w for w in _WORD.findall((fact.target or "").lower()) if w not in _STOP]
+        return {_stem(target[-1])} if target else set()
+    return set()
+
+
+def _head(name: str | None) -> set[str]:
+    names = [w for w in _WORD.findall((name or "").lower()) if w not in _STOP]
+    return {_stem(names[-1])} if names else set()
+
+
+def missing_facts(answer: str, facts: Sequence[SceneTuple]) -> list[str]:
+    """Facts whose words the answer lacks. A relation needs its other end named: the subject all
+    the relations share may be a pronoun, every other entity must be there."""
+    have = words(answer)
+    relations = [f for f in facts if f.kind == "relation"]
+    shared = set.intersection(*({f.entity, f.target} for f in relations)) if relations else set()
+    missing = []
+    for f in facts:
+        need = fact_words(f)
+        if f.kind == "relation":
+            need = set().union(*(_head(n) for n in (f.entity, f.target) if n not in shared)) or need
+        if not need <= have:
+            missing.append(f.text)
+    return missing
+
+
+def _polarity(text: str) -> str | None:
+    first = _WORD.findall((text or "").lower())[:1]
+    return first[0] if first and first[0] in ("yes", "no") else None
+
+
+def judge_pair(
+    question: str,
+    answer: str,
+    run_verdict: str,
+    output: str | None,
+    similarity: float | None,
+    threshold: float,
+    facts: Sequence[SceneTuple] | None = None,
+    run_reason: str | None = None,
+) -> Verdict:
+    """The verdict on one pair after its program ran. `facts` is given for planned targets."""
+    if run_verdict != "ok":
+        return Verdict("program_timeout" if run_verdict == "program_timeout" else "program_error", run_reason)
+    problem = output_problem(output)
+    if problem:
+        return Verdict("empty_output", problem)
+    if similarity is None or similarity < threshold:
+        return Verdict("answer_mismatch", f"program output vs answer similarity {similarity or 0:.2f} < {threshold}")
+    if _polarity(output) and _polarity(answer) != _polarity(output):
+        return Verdict("answer_mismatch", f"the answer says {_polarity(answer)!r}, the program {_polarity(output)!r}")
+    if facts is not None:
+        missing = missing_facts(answer, facts)
+        if missing:
+            return Verdict("answer_mismatch", f"the answer does not state: {'; '.join(missing)}")
+        given = [f for f in facts if f.kind == "attribute" and fact_words(f) and fact_words(f) <= words(question)]
+        if given:
+            return Verdict("filtered_trivial", f"the question already states the answer ({given[0].text})")
+    return Verdict("ok")
+
+
+# Verdicts a repair request may fix: the pair's wording (targeted) or its program (free).
+REPAIRABLE = ("program_error", "program_timeout", "empty_output", "answer_mismatch")
+VERIFIED_COLUMNS = [
+    "qa_id",
+    "image_id",
+    "question",
+    "answer",
+    "program",
+    "generator",
+    "kind",
+    "call_id",
+    "program_output",
+    "visited",
+    "n_visited",
+    "complexity",
+    "similarity",
+    "verdict",
+    "reason",
+    "program_seconds",
+    "repaired",
+    "repair_call_id",
+    "filter_call_id",
+]
+# PROVE splits pairs by the size of the subgraph their program visited.
+COMPLEX_NODES = 3
+
+
+def verified_row(
+    candidate: dict,
+    run: object,
+    similarity: float | None,
+    threshold: float,
+    facts: Sequence[SceneTuple] | None,
+) -> dict:
+    """One verified_qa row: the candidate, what its program did, and the verdict. `run` is a
+    sandbox ProgramResult (verdict, output, visited, reason, seconds)."""
+    visited = list(run.visited)  # type: ignore[attr-defined]
+    v = judge_pair(
+        candidate["question"],
+        candidate["answer"],
+        run.verdict,  # type: ignore[attr-defined]
+        run.output,  # type: ignore[attr-defined]
+        similarity,
+        threshold,
+        facts,
+        run.reason,  # type: ignore[attr-defined]
+    )
+    return {
+        **{k: candidate.get(k) for k in ("qa_id", "image_id", "question", "answer", "program", "generator", "kind")},
+        "call_id": candidate.get("call_id"),
+        "program_output": run.output,  # type: ignore[attr-defined]
+        "visited": visited,
+        "n_visited": len(visited),
+        "complexity": "simple" if len(visited) <= COMPLEX_NODES else "complex",
+        "similarity": None if similarity is None else round(float(similarity), 4),
+        "verdict": v.verdict,
+        "reason": v.reason,
+        "program_seconds": round(float(run.seconds), 4),  # type: ignore[attr-defined]
+        "repaired": False,
+        "repair_call_id": None,
+        "filter_call_id": None,
+    }
+
+
+def needs_repair(row: dict) -> bool:
+    """A compiled (targeted) program cannot be fixed by rewording: only its wording is repaired."""
+    if row["generator"] == "targeted":
+        return row["verdict"] in ("answer_mismatch",)
+    return row["verdict"] in REPAIRABLE
+
+
+VERDICTS = [
+    "kept",
+    "program_error",
+    "program_timeout",
+    "empty_output",
+    "answer_mismatch",
+    "filtered_trivial",
+    "filtered_incomplete",
+    "filtered_unnatural",
+    "flagged",
+]
+# PROVE v0.1 (paper, sec. 3): share of generated pairs dropped for each reason.
+PAPER_VERDICT_SHARE = {"program_error": 0.189, "answer_mismatch": 0.099}
+
+
+def filter_verdict(judgements: dict[int, tuple[str, str]] | None, index: int, error: str | None) -> tuple[str, str]:
+    """The post-processing filter's verdict on the `index`-th pair of its request: kept when the
+    filter was unavailable (the pair verified; say so) or returned nothing for it."""
+    if judgements is None:
+        return "kept", f"post-processing filter unavailable: {(error or '')[:200]}"
+    verdict, reason = judgements.get(index, ("ok", "no judgement returned for this pair"))
+    return ("kept" if verdict == "ok" else f"filtered_{verdict}"), reason
+
+
+def verdict_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Verdict counts and shares beside PROVE v0.1's."""
+    counts = df["verdict"].value_counts().reindex(VERDICTS, fill_value=0)
+    total = max(1, len(df))
+    return pd.DataFrame(
+        {
+            "verdict": VERDICTS,
+            "n": [int(counts[v]) for v in VERDICTS],
+            "share": [f"{counts[v] / total:.1%}" for v in VERDICTS],
+            "PROVE v0.1": [f"{PAPER_VERDICT_SHARE[v]:.1%}" if v in PAPER_VERDICT_SHARE else "" for v in VERDICTS],
+        }
+    )

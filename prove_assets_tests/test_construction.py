@@ -1,0 +1,254 @@
+"""Benchmark construction in plain Python (no Dagster): tuple canonicalisation, targets planned
+from a scene graph, compiled programs run in the real sandbox, verdicts, and the gold check.
+The caption and tuples below are hand-written for these tests (not the sample's)."""
+
+from __future__ import annotations
+
+import pytest
+
+from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
+from prove_assets.core.construction.generation import parse_pair, target_text, targeted_rows
+from prove_assets.core.construction.targets import KINDS, CaptionCheck, plan_targets
+from prove_assets.core.construction.verify import judge_pair, missing_facts, output_problem
+from prove_assets.core.quality import gold_aliases, still_right_on_gold
+from prove_assets.core.sandbox import Sandbox
+from prove_assets.core.scene_graph import SceneGraph
+from prove_assets.core.tuples import SceneTuple, parse_tuples
+
+CAPTION = (
+    "A tall white lighthouse stands on a rocky island next to a small red boat. Two seagulls sit on the roof "
+    'of the lighthouse. A wooden sign on the island reads "KEEP OUT". A boy in the boat is holding a green net. '
+    "The boat is made of wood and has a striped sail."
+)
+TUPLES = parse_tuples(
+    {
+        "entities": ["lighthouse", "island", "boat", "seagulls", "roof", "sign", "boy", "net", "sail"],
+        "attributes": [
+            ["lighthouse", "size", "tall"],
+            ["lighthouse", "color", "white"],
+            ["island", "texture", "rocky"],
+            ["boat", "size", "small"],
+            ["boat", "color", "red"],
+            ["boat", "material", "wood"],
+            ["seagulls", "count", "two"],
+            ["sign", "material", "wooden"],
+            ["sign", "text rendering", '"KEEP OUT"'],
+            ["net", "color", "green"],
+            ["sail", "pattern", "striped"],
+        ],
+        "relations": [
+            ["lighthouse", "spatial", "on", "island"],
+            ["lighthouse", "spatial", "next to", "boat"],
+            ["seagulls", "spatial", "on", "roof"],
+            ["roof", "part", "part of", "lighthouse"],
+            ["sign", "spatial", "on", "island"],
+            ["boy", "spatial", "in", "boat"],
+            ["boy", "action", "holding", "net"],
+            ["sail", "part", "part of", "boat"],
+        ],
+    }
+)
+
+
+def _texts(tuples: list[SceneTuple]) -> set[str]:
+    return {t.text for t in tuples}
+
+
+# --- canonicalisation ---------------------------------------------------------------------------
+def test_colour_and_material_words_leave_names_and_become_attributes() -> None:
+    chunk = parse_tuples({"entities": ["black tires", "red plastic bin"], "attributes": [], "relations": []})
+    out, dropped = canonicalise([chunk])
+    texts = _texts([c.tuple for c in out])
+    assert {"tires", "tires is black", "bin", "bin is red", "bin is plastic"} <= texts
+    assert "black tires" not in texts and not dropped
+    changed = next(c for c in out if c.tuple.text == "tires is black")
+    assert changed.source is not None and changed.source.entity == "black tires" and "split" in (changed.reason or "")
+
+
+def test_names_that_tell_two_things_apart_are_kept() -> None:
+    chunk = parse_tuples({"entities": ["red bin", "blue bin"], "attributes": [], "relations": []})
+    texts = _texts([c.tuple for c in canonicalise([chunk])[0]])
+    assert {"red bin", "blue bin", "red bin is red", "blue bin is blue"} <= texts
+    assert "bin" not in texts
+
+
+def test_values_move_to_the_type_they_fit_or_are_dropped_with_the_reason() -> None:
+    chunk = parse_tuples(
+        {
+            "attributes": [
+                ["tank", "material", "gold pinstripe"],
+                ["floor", "material", "bare"],
+                ["cup", "texture", "glossy red"],
+                ["badge", "badge", "yamaha"],
+                ["mug", "colour", "round"],
+            ]
+        }
+    )
+    out, dropped = canonicalise([chunk])
+    attrs = {(c.tuple.entity, c.tuple.attribute_type, c.tuple.value) for c in out if c.tuple.kind == "attribute"}
+    assert (
+        ("tank", "color", "gold") in attrs
+        and ("cup", "color", "red") in attrs
+        and ("cup", "texture", "glossy") in attrs
+    )
+    assert ("mug", "shape", "round") in attrs
+    assert not any(a[1] == "material" and a[0] in ("tank", "floor") for a in attrs)
+    reasons = {d.tuple.value: d.reason for d in dropped}
+    assert "not a material" in reasons["bare"] and "unknown attribute type" in reasons["yamaha"]
+    # No colour word is stored under a non-colour type.
+    from prove_assets.core.strict import class_words
+
+    assert all("color" not in class_words(v) for _, t, v in attrs if t not in ("color", "text rendering"))
+
+
+def test_relations_only_between_entities_positions_become_attributes() -> None:
+    chunk = parse_tuples(
+        {
+            "entities": ["door", "shelf"],
+            "relations": [
+                ["door", "spatial", "in the background", "left of center"],
+                ["shelf", "spatial", "in", "the image"],
+                ["shelf", "spatial", "right of", "door"],
+                ["door", "spatial", "next to", "door"],
+            ],
+        }
+    )
+    out, dropped = canonicalise([chunk])
+    tuples = [c.tuple for c in out]
+    entities = {t.entity for t in tuples if t.kind == "entity"}
+    for r in (t for t in tuples if t.kind == "relation"):
+        assert r.entity in entities and r.target in entities
+    assert any(t.attribute_type == "position" and "left of center" in (t.value or "") for t in tuples)
+    assert "left of center" not in entities
+    reasons = " | ".join(d.reason for d in dropped)
+    assert "relation to the picture itself" in reasons and "relation of an entity to itself" in reasons
+
+
+def test_duplicates_merge_across_chunks_not_within_one() -> None:
+    first = parse_tuples({"entities": ["front fender", "forks"], "attributes": [["front fender", "color", "red"]]})
+    later = parse_tuples({"entities": ["fender", "tire", "tires"], "attributes": [["fender", "state", "clean"]]})
+    texts = _texts([c.tuple for c in canonicalise([first, later])[0]])
+    assert "front fender is clean" in texts and "fender" not in texts
+    assert "tires" not in texts or "tire" not in texts  # plural and singular are one entity
+    same_chunk = parse_tuples({"entities": ["flag", "patch flags"]})
+    assert {"flag", "patch flags"} <= _texts([c.tuple for c in canonicalise([same_chunk])[0]])
+
+
+def test_things_the_text_says_are_absent_are_dropped() -> None:
+    text = "No, there is no umbrella in the picture; the boat has a sail."
+    chunk = parse_tuples({"entities": ["umbrella", "boat", "sail"], "relations": [["sail", "part", "part of", "boat"]]})
+    out, dropped = canonicalise([chunk], [text])
+    assert "umbrella" not in {c.tuple.entity for c in out}
+    assert dropped and "there is no umbrella" in dropped[0].reason
+    assert negated("umbrella", [text]) and not negated("boat", [text])
+
+
+def test_clean_name() -> None:
+    assert clean_name("The lighthouse's ") == "lighthouse"
+    assert clean_name("an old boat") == "old boat"
+
+
+# --- targets and programs -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    with Sandbox(workers=1, timeout_s=2.0) as sb:
+        yield sb
+
+
+def test_plan_covers_many_kinds_and_every_program_verifies_its_own_graph(sandbox: Sandbox) -> None:
+    sg = SceneGraph.from_tuples(CAPTION, TUPLES)
+    targets = plan_targets(sg, 14, absent_vocabulary=("umbrella", "boat", "giraffe"))
+    kinds = {t.kind for t in targets}
+    assert len(kinds) >= 8, kinds
+    assert set(kinds) <= set(KINDS)
+    absent = [t for t in targets if t.kind == "absent"]
+    assert len(absent) == 1 and absent[0].subject in ("umbrella", "giraffe")  # never a word of the caption
+    runs = sandbox.run_many([(t.program, sg.to_json()) for t in targets])
+    for t, r in zip(targets, runs, strict=True):
+        assert r.verdict == "ok", (t.kind, r.reason)
+        assert output_problem(r.output) is None, (t.kind, r.output)
+        # The program's own output states every fact of its target.
+        assert not missing_facts(r.output, t.facts), (t.kind, r.output, t.facts_text())
+    complex_ = [r for r in runs if len(r.visited) > 3]
+    assert complex_, "some target must visit more than 3 nodes"
+
+
+def test_facts_the_caption_does_not_state_are_not_asked() -> None:
+    invented = parse_tuples({"attributes": [["boat", "color", "purple"]], "entities": ["boat"]})
+    sg = SceneGraph.from_tuples(CAPTION, invented)
+    check = CaptionCheck(CAPTION)
+    assert not check.states(invented[-1])
+    assert check.states(SceneTuple("attribute", "boat", attribute_type="color", value="red"))
+    assert not [t for t in plan_targets(sg, 10) if t.kind == "attribute"]
+
+
+# --- verdicts -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("output", "problem"),
+    [("unknown", True), ("None", True), ("The green and blue trim on the roof is .", True), ("The cup is red.", False)],
+)
+def test_outputs_that_say_nothing_never_verify(output: str, problem: bool) -> None:
+    assert (output_problem(output) is not None) is problem
+    v = judge_pair("What is the trim?", output, "ok", output, 0.99, 0.6)
+    assert (v.verdict == "empty_output") is problem
+
+
+def test_answer_must_state_the_facts_and_agree_on_yes_no() -> None:
+    facts = [SceneTuple("attribute", "boat", attribute_type="color", value="red")]
+    ok = judge_pair("What color is the boat?", "The boat is red.", "ok", "The boat is red.", 0.95, 0.6, facts)
+    assert ok.verdict == "ok"
+    wrong = judge_pair("What color is the boat?", "The boat is blue.", "ok", "The boat is red.", 0.93, 0.6, facts)
+    assert wrong.verdict == "answer_mismatch" and "boat is red" in wrong.reason
+    trivial = judge_pair("What color is the red boat?", "It is red.", "ok", "The boat is red.", 0.8, 0.6, facts)
+    assert trivial.verdict == "filtered_trivial"
+    polarity = judge_pair("Is there a net?", "No.", "ok", "Yes, the net is in the boat.", 0.7, 0.6, [])
+    assert polarity.verdict == "answer_mismatch"
+
+
+def test_wording_parser_and_rows_keep_every_target() -> None:
+    sg = SceneGraph.from_tuples(CAPTION, TUPLES)
+    targets = plan_targets(sg, 4)
+    assert "Facts: " in target_text(targets[0])
+    pair = parse_pair({"question": " What color is the boat? ", "answer": "It is red."})
+    assert pair == {"question": "What color is the boat?", "answer": "It is red."}
+    with pytest.raises(ValueError):
+        parse_pair({"question": "x"})
+    worded = [
+        (pair, "c0", None),
+        (None, "c1", "malformed JSON after one repair"),
+        (pair, "c2", None),
+        (None, None, None),
+    ]
+    rows = targeted_rows("img", targets, worded)
+    assert len(rows) == 4 and rows[0]["error"] is None and rows[0]["generator"] == "targeted"
+    assert rows[1]["qa_id"] == "img-t1-failed" and "malformed" in rows[1]["error"]
+    assert rows[2]["error"] == "same question as an earlier target" and rows[3]["error"]
+
+
+# --- the gold check -----------------------------------------------------------------------------
+class _Names:
+    """Entity matching by words for this test (the real one is the strict scorer's)."""
+
+    @staticmethod
+    def same(a: str, b: str) -> bool:
+        return a.split()[-1] == b.split()[-1]
+
+    @staticmethod
+    def sim(a: str, b: str) -> float:
+        return len(set(a.split()) & set(b.split())) / len(set(a.split()) | set(b.split()))
+
+
+def test_program_written_for_the_extracted_graph_runs_on_the_gold_graph(sandbox: Sandbox) -> None:
+    gold = SceneGraph.from_tuples(CAPTION, parse_tuples({"attributes": [["fishing boat", "color", "red"]]}))
+    program = (
+        "def execute_command(scene_graph):\n"
+        "    return 'The boat is ' + scene_graph.get_attributes('boat').get('color', '') + '.'\n"
+    )
+    before = sandbox.run(program, gold.to_json())
+    gold.aliases = gold_aliases(["boat", "sail"], gold.get_entities(), _Names.same, _Names.sim)
+    assert gold.aliases == {"boat": "fishing boat"}
+    after = sandbox.run(program, gold.to_json())
+    assert output_problem(before.output) and after.output == "The boat is red."
+    assert still_right_on_gold("The boat is red.", after.output, 0.95, 0.6)[0]
+    wrong = still_right_on_gold("The boat is blue.", after.output, 0.93, 0.6)
+    assert not wrong[0] and "color differs" in wrong[1]
