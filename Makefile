@@ -9,7 +9,7 @@ export DAGSTER_HOME ?= $(CURDIR)/dagster_home
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: venv demo test ui ledger compare-llms bench lint clean-warehouse
+.PHONY: venv demo test ui ledger compare-extractors bench lint clean-warehouse
 
 # torch first (the CPU wheel on local disk; a bare `torch` would pull a multi-GB CUDA build).
 # llama.cpp must be compiled without -march=native (this VM advertises AMX and faults on it),
@@ -26,13 +26,19 @@ venv: $(VENV)/.installed
 demo: venv
 	$(VENV)/bin/prove-assets demo
 
-# The browser test drives Debian's chromium (never a downloaded browser): installed here when
-# missing and we are root (CI); elsewhere that test is skipped with the reason.
+# The browser test drives Debian's chromium (never a downloaded browser), the deployment test a
+# real PostgreSQL server (Debian's postgresql): installed here when missing and we are root (CI);
+# elsewhere those tests are skipped with the reason.
 test: venv
 	@if ! command -v chromium >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	  else echo "chromium is missing (apt-get install chromium as root): the browser test will be skipped"; fi; \
+	fi
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
+	  else echo "postgresql is missing (apt-get install postgresql as root): the deployment test will be skipped"; fi; \
 	fi
 	$(PY) -m pytest
 
@@ -45,8 +51,9 @@ ledger: venv
 	$(VENV)/bin/prove-assets demo
 	$(VENV)/bin/prove-assets export-ledger
 
-compare-llms: venv
-	$(PY) bench/compare_embedded_llms.py
+# Tuple extraction vs the hand-written gold tuples, per embedded model and extractor setting.
+compare-extractors: venv
+	$(PY) bench/compare_extractors.py
 
 bench: venv
 	$(PY) bench/bench_sandbox.py

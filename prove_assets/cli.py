@@ -26,8 +26,9 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from prove_assets.config import LEDGER_PATH, warehouse_path
-from prove_assets.storage.warehouse import SCHEMA, Warehouse
+from prove_assets.config import LEDGER_PATH, warehouse_location
+from prove_assets.storage.parquet_warehouse import open_warehouse
+from prove_assets.storage.warehouse import SCHEMA
 
 
 def _print_df(df: pd.DataFrame, fmt: str = "table") -> None:
@@ -54,12 +55,14 @@ def cmd_demo(args: argparse.Namespace) -> None:
     from prove_assets.orchestration import run_pipeline
 
     results = run_pipeline(args.shards, args.models, args.log_level)
-    wh = Warehouse(warehouse_path())
+    wh = open_warehouse(warehouse_location())
     print(f"\nBuilt in {time.monotonic() - started:.0f} s. Warehouse: {wh.path} (schema {SCHEMA})")
-    tables = wh.query(
-        "SELECT table_name, estimated_size AS rows FROM duckdb_tables() WHERE schema_name = ? ORDER BY table_name",
-        [SCHEMA],
-    )
+    # information_schema, not duckdb_tables(): the Parquet warehouse's tables are views.
+    names = wh.query(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = ? ORDER BY table_name", [SCHEMA]
+    )["table_name"]
+    counts = " UNION ALL ".join(f"SELECT '{n}' AS table_name, count(*) AS rows FROM {SCHEMA}.\"{n}\"" for n in names)
+    tables = wh.query(f"SELECT * FROM ({counts}) ORDER BY table_name") if counts else pd.DataFrame()
     _print_df(tables)
     print(
         "\nLLM requests this demo: "
@@ -87,7 +90,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
 def cmd_leaderboard(args: argparse.Namespace) -> None:
     from prove_assets.core.leaderboard import interval_table, wide_table
 
-    wh = Warehouse(warehouse_path())
+    wh = open_warehouse(warehouse_location())
     board = wh.read("leaderboard")
     if "model" not in board:
         raise SystemExit("no leaderboard yet: run `make demo` (or materialize the `report` job)")
@@ -106,7 +109,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
     """The scorers' calibration table; materializes `metric_calibration` first if it is missing."""
-    wh = Warehouse(warehouse_path())
+    wh = open_warehouse(warehouse_location())
     table = wh.read("metric_calibration")
     if table.empty or args.refresh:
         from prove_assets.orchestration import get_instance, run_steps
@@ -134,9 +137,9 @@ def cmd_run_program(args: argparse.Namespace) -> None:
         except SceneGraphFormatError as exc:
             raise SystemExit(f"invalid scene graph: {exc}") from None
     else:
-        df = Warehouse(warehouse_path()).read("scene_graphs", {"image_id": args.image})
+        df = open_warehouse(warehouse_location()).read("scene_graphs", {"image_id": args.image})
         if df.empty:
-            raise SystemExit(f"no scene graph for image {args.image!r} in {warehouse_path()}")
+            raise SystemExit(f"no scene graph for image {args.image!r} in {warehouse_location()}")
         sg_json = df.iloc[0]["scene_graph"]
     r = run_program(source, sg_json, timeout_s=args.timeout)
     print(
@@ -177,7 +180,7 @@ def cmd_lineage(args: argparse.Namespace) -> None:
     from prove_assets.storage.lineage import LineageError, format_lineage, qa_lineage
 
     try:
-        chain = qa_lineage(Warehouse(warehouse_path()), args.qa_id)
+        chain = qa_lineage(open_warehouse(warehouse_location()), args.qa_id)
     except LineageError as exc:
         raise SystemExit(str(exc)) from None
     link = explorer_link(args.qa_id, chain.get("shard"))
@@ -258,7 +261,7 @@ def cmd_export_ledger(args: argparse.Namespace) -> None:
     from prove_assets.backends.llm import export_ledger
     from prove_assets.defs.settings import LLM_MODEL
 
-    n = export_ledger(Warehouse(warehouse_path()), Path(args.path), LLM_MODEL)
+    n = export_ledger(open_warehouse(warehouse_location()), Path(args.path), LLM_MODEL)
     print(f"wrote {n} recorded calls of {LLM_MODEL} to {args.path}")
 
 
@@ -267,7 +270,7 @@ def cmd_compare_evaluators(args: argparse.Namespace) -> None:
     T, rank correlations with PROVE, and the judges' self-consistency."""
     from prove_assets.core.evaluators import agreement_vs_prove
 
-    wh = Warehouse(warehouse_path())
+    wh = open_warehouse(warehouse_location())
     per_model, corr, consistency, injected = (
         wh.read(t).drop(columns=["run_id"], errors="ignore")
         for t in ("evaluator_agreement", "evaluator_correlations", "judge_consistency", "evaluator_calibration")

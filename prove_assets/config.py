@@ -19,8 +19,19 @@ def dagster_home() -> Path:
 
 
 def warehouse_path() -> Path:
-    """`PROVE_WAREHOUSE`, else `$DAGSTER_HOME/warehouse.duckdb`."""
-    return Path(os.environ.get("PROVE_WAREHOUSE") or dagster_home() / "warehouse.duckdb").resolve()
+    """`PROVE_WAREHOUSE`, else `$DAGSTER_HOME/warehouse.duckdb` (for the Parquet warehouse, its folder)."""
+    location = os.environ.get("PROVE_WAREHOUSE") or str(dagster_home() / "warehouse.duckdb")
+    return Path(location.removeprefix(PARQUET_PREFIX)).expanduser().resolve()
+
+
+# `PROVE_WAREHOUSE=parquet:/dir` selects the many-writer Parquet warehouse.
+PARQUET_PREFIX = "parquet:"
+
+
+def warehouse_location() -> str:
+    """What `open_warehouse` opens: the DuckDB file (the default), or `parquet:<folder>`."""
+    parquet = (os.environ.get("PROVE_WAREHOUSE") or "").startswith(PARQUET_PREFIX)
+    return (PARQUET_PREFIX if parquet else "") + str(warehouse_path())
 
 
 def prompts_dir() -> Path:

@@ -256,12 +256,12 @@ def backfill_model(name: str, log_level: str = "INFO") -> list[Any]:
 def flag_qa(qa_id: str, action: str, reason: str, log_level: str = "WARNING") -> str:
     """Record a person's flag (or unflag) and re-materialize that shard's `qa_flags`, so Dagster
     marks `verified_qa` and what depends on it stale. Returns the shard."""
-    from prove_assets.config import warehouse_path
+    from prove_assets.config import warehouse_location
     from prove_assets.definitions import all_assets
     from prove_assets.storage.flags import record_flag
-    from prove_assets.storage.warehouse import Warehouse
+    from prove_assets.storage.parquet_warehouse import open_warehouse
 
-    shard = record_flag(Warehouse(warehouse_path()), qa_id, action, reason)
+    shard = record_flag(open_warehouse(warehouse_location()), qa_id, action, reason)
     res = dg.materialize(
         all_assets,
         selection=[dg.AssetKey("qa_flags")],

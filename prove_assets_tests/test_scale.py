@@ -51,12 +51,12 @@ def test_kept_open_warehouse_reuses_the_file_and_lets_go_when_idle(tmp_path: Pat
 
 def test_gateway_releases_the_file_during_slow_calls_and_after_run(tmp_path: Path) -> None:
     """A slow model (the embedded one: 7-20 s a request) must not lock other processes out of
-    the warehouse for the whole step: the gateway's connection closes when idle."""
+    the warehouse for the whole step: recorded calls go to the gateway's spool, and into the
+    warehouse in one append when run() ends."""
     wh = Warehouse(tmp_path / "w.duckdb")
     prompt = Prompt(name="t", text="## user\nq ${i}")
     with ScriptedLLMServer(delay_s=2.0) as server:
         gw = LLMGateway(LLMSettings(base_url=server.base_url, model="m", max_retries=0), wh)
-        gw._calls.idle_close_s = 0.2
         out: list[Any] = []
         worker = threading.Thread(target=lambda: out.extend(gw.run([LLMRequest(prompt, {"i": 1})])))
         worker.start()

@@ -33,6 +33,7 @@ import duckdb
 import openai
 
 from prove_assets.core.prompts import Prompt
+from prove_assets.storage.call_spool import CallSpool, recover_spools
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
 
 DEFAULT_EMBEDDED_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
@@ -205,74 +206,45 @@ def _redact_images(messages_json: str) -> str:
 
 
 class _CallLog:
-    """The gateway's one DuckDB connection to `llm_calls`, shared by every record and lookup.
+    """The gateway's recorded calls on their way to `llm_calls`, through a spool file of its
+    own (prove_assets.storage.call_spool): each call is in the spool before it returns (a
+    killed run loses only calls in flight), and the spool moves into the warehouse in one
+    append at the end of each run(). The warehouse is thus touched once per batch, never held
+    while the model answers: other runs' steps read and write between. The spool file is
+    created on the first recorded call."""
 
-    Why: opening the file costs 15-200 ms here (more as it grows); one open per recorded call,
-    serialized, held concurrency 8 to 3.7x of concurrency 1 against a 200 ms server. Now the
-    connection is opened on first use and kept while calls keep coming. Each INSERT still
-    commits on its own before the call returns, so a killed run loses at most its in-flight
-    calls. The connection is closed when the last `run()` ends and after `idle_close_s`
-    without use (a slow model: other processes, a notebook or the CLI, get the file between
-    calls). Every use is under one lock: a DuckDB connection is not safe for concurrent use,
-    and this process may not also open the file read-only while it holds it read-write."""
-
-    def __init__(self, warehouse: Warehouse, idle_close_s: float = 2.0):
+    def __init__(self, warehouse: Warehouse):
         self.warehouse = warehouse
-        self.idle_close_s = idle_close_s
         self._lock = threading.Lock()
-        self._con: duckdb.DuckDBPyConnection | None = None
-        self._exit: Any = None  # the warehouse.connect() context that opened _con
-        self._last_used = 0.0
-        self._users = 0  # run() calls in progress: the connection stays open while > 0
-        self._opened = 0  # counts opens, so an idle watcher knows whether "its" connection is current
+        self._spool: CallSpool | None = None
 
-    @contextmanager
-    def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def record(self, row: dict[str, Any]) -> None:
         with self._lock:
-            if self._con is None:
-                ctx = self.warehouse.connect()
-                self._con = ctx.__enter__()
-                self._exit = ctx.__exit__
-                self._opened += 1
-                # The watcher gets the open's number, not the connection: a daemon thread still
-                # holding a DuckDB object at interpreter exit makes its bindings report leaks.
-                threading.Thread(target=self._close_when_idle, args=(self._opened,), daemon=True).start()
-            try:
-                yield self._con
-            finally:
-                self._last_used = time.monotonic()
+            if self._spool is None:
+                self._spool = CallSpool(self.warehouse.spool_dir)
+            spool = self._spool
+        spool.append(row)
 
-    def _close_when_idle(self, opened: int) -> None:
-        while True:
-            time.sleep(self.idle_close_s / 4)
-            with self._lock:
-                if self._con is None or self._opened != opened:
-                    return  # closed (and maybe reopened) by someone else
-                if time.monotonic() - self._last_used >= self.idle_close_s:
-                    self._close_locked()
-                    return
-
-    def _close_locked(self) -> None:
-        if self._con is not None:
-            exit_, self._con, self._exit = self._exit, None, None
-            exit_(None, None, None)
+    def pending(self) -> list[dict[str, Any]]:
+        """Calls recorded and not yet in the warehouse."""
+        with self._lock:
+            return self._spool.pending() if self._spool is not None else []
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Around one run(): the connection is released when the last run() ends."""
-        with self._lock:
-            self._users += 1
+        """Around one run(): its calls move into the warehouse when it ends."""
         try:
             yield
         finally:
             with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    self._close_locked()
+                if self._spool is not None:
+                    self._spool.move_to(self.warehouse)
 
     def close(self) -> None:
         with self._lock:
-            self._close_locked()
+            if self._spool is not None:
+                self._spool.close(self.warehouse)
+                self._spool = None
 
 
 class LLMGateway:
@@ -299,8 +271,10 @@ class LLMGateway:
         self._client: openai.OpenAI | None = None
         self._server: Any = None
         self._calls = _CallLog(warehouse)
-        with self.warehouse.connect() as con:
-            con.execute(LLM_CALLS_DDL)
+        warehouse.ensure_table(LLM_CALLS_DDL)
+        recovered = recover_spools(warehouse.spool_dir, warehouse)
+        if recovered:
+            self.log(f"moved {recovered} recorded calls of a process that died into llm_calls")
         if ledger is not None and settings.embedded and Path(ledger).exists():
             n = import_ledger(warehouse, Path(ledger))
             if n:
@@ -374,23 +348,23 @@ class LLMGateway:
     def _lookup(self, hashes: list[str]) -> dict[str, dict[str, Any]]:
         if not hashes:
             return {}
-        with self._calls.connection() as con:
-            df = con.execute(
-                f"SELECT * FROM {SCHEMA}.llm_calls WHERE error IS NULL "
-                "AND request_hash IN (SELECT unnest(?::VARCHAR[])) "
-                "QUALIFY row_number() OVER (PARTITION BY request_hash ORDER BY created_at DESC) = 1",
-                [list(set(hashes))],
-            ).df()
-        return {r["request_hash"]: r for r in df.to_dict("records")}
+        wanted = set(hashes)
+        df = self.warehouse.query(
+            f"SELECT * FROM {SCHEMA}.llm_calls WHERE error IS NULL "
+            "AND request_hash IN (SELECT unnest(?::VARCHAR[])) "
+            "QUALIFY row_number() OVER (PARTITION BY request_hash ORDER BY created_at DESC) = 1",
+            [list(wanted)],
+        )
+        found = {r["request_hash"]: r for r in df.to_dict("records")}
+        # Calls this gateway recorded that are not in the warehouse yet (latest wins).
+        for row in self._calls.pending():
+            if row["error"] is None and row["request_hash"] in wanted:
+                found[row["request_hash"]] = row
+        return found
 
     def _record(self, row: dict[str, Any]) -> None:
-        cols = list(row)
-        # Committed (autocommit) before the call returns: a killed run loses only in-flight calls.
-        with self._calls.connection() as con:
-            con.execute(
-                f"INSERT INTO {SCHEMA}.llm_calls ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                [row[c] for c in cols],
-            )
+        # In the spool before the call returns: a killed run loses only in-flight calls.
+        self._calls.record(row)
 
     def _send(self, prompt: Prompt, body: dict[str, Any], rhash: str) -> dict[str, Any]:
         """Send one request (the client retries 429/5xx/timeouts) and record it, failed or not."""
@@ -555,16 +529,15 @@ def export_ledger(warehouse: Warehouse, path: Path, model: str) -> int:
 
 def import_ledger(warehouse: Warehouse, path: Path) -> int:
     """Load ledger calls not yet in `llm_calls`; returns how many were added."""
-    with warehouse.connect() as con:
-        con.execute(LLM_CALLS_DDL)
-        before = con.execute(f"SELECT count(*) FROM {SCHEMA}.llm_calls").fetchone()[0]
-        con.execute(
-            f"INSERT INTO {SCHEMA}.llm_calls BY NAME SELECT * FROM read_json(?, format='newline_delimited', "
+    warehouse.ensure_table(LLM_CALLS_DDL)
+    with duckdb.connect() as con:  # a scratch in-memory database parses the ledger
+        ledger = con.execute(
+            "SELECT * FROM read_json(?, format='newline_delimited', "
             "columns={call_id:'VARCHAR', request_hash:'VARCHAR', model:'VARCHAR', endpoint:'VARCHAR', "
             "prompt_name:'VARCHAR', prompt_version:'VARCHAR', messages:'VARCHAR', response_format:'VARCHAR', "
             "response:'VARCHAR', finish_reason:'VARCHAR', usage:'VARCHAR', latency_s:'DOUBLE', error:'VARCHAR', "
-            "source:'VARCHAR', created_at:'TIMESTAMP'}) "
-            f"WHERE call_id NOT IN (SELECT call_id FROM {SCHEMA}.llm_calls)",
+            "source:'VARCHAR', created_at:'TIMESTAMP'})",
             [str(path)],
-        )
-        return con.execute(f"SELECT count(*) FROM {SCHEMA}.llm_calls").fetchone()[0] - before
+        ).df()
+    known = set(warehouse.query(f"SELECT call_id FROM {SCHEMA}.llm_calls")["call_id"])
+    return warehouse.append("llm_calls", ledger[~ledger["call_id"].isin(known)].reset_index(drop=True))

@@ -1,4 +1,9 @@
-"""Evaluation (PROVE section 4), one shard x model per partition."""
+"""Evaluation (PROVE section 4), one shard x model per partition.
+
+These assets are in no concurrency pool: they spend their time waiting on model endpoints, so
+runs of different models (or shards) go on at once, each holding the warehouse only for the
+moment of a read or of its atomic partition replace (the warehouse waits for the other holder
+with backoff). The gateway's recorded calls go through a spool, not a held connection."""
 
 import json
 from collections.abc import Callable, Iterator
@@ -52,7 +57,6 @@ def kept_questions(wh: Warehouse, shard: str) -> pd.DataFrame:
     group_name="evaluation",
     partitions_def=shard_model_partitions,
     deps=[_dep(verified_qa), _dep(images)],
-    pool="duckdb",
     code_version=code_version(["answer_with_caption", "answer_blind", "answer_with_image"]),
     kinds={"duckdb", "llm"},
 )
@@ -122,7 +126,6 @@ def model_responses(
     group_name="evaluation",
     partitions_def=shard_model_partitions,
     deps=[model_responses],
-    pool="duckdb",
     code_version=code_version(["extract_tuples"]),
     kinds={"duckdb", "llm"},
 )
@@ -217,7 +220,6 @@ SCORE_COLUMNS = [
     group_name="evaluation",
     partitions_def=shard_model_partitions,
     deps=[response_tuples, model_responses, _dep(answer_tuples), _dep(caption_tuples), _dep(verified_qa)],
-    pool="duckdb",
     code_version=code_version(
         ["visual_entailment"],
         scorers="paper,strict",

@@ -12,16 +12,18 @@ from pydantic import Field, PrivateAttr
 
 from prove_assets.backends.entailment import VLMJudgeEntailment
 from prove_assets.backends.llm import LLMGateway, LLMSettings
-from prove_assets.config import LEDGER_PATH, prompts_dir, warehouse_path
+from prove_assets.config import LEDGER_PATH, prompts_dir, warehouse_location
 from prove_assets.core import progress
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scoring import SentenceEmbedder
 from prove_assets.defs.settings import LLM_MODEL
+from prove_assets.storage.parquet_warehouse import open_warehouse
 from prove_assets.storage.warehouse import Warehouse
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The DuckDB warehouse (`PROVE_WAREHOUSE`, default `$DAGSTER_HOME/warehouse.duckdb`).
+    """The warehouse (`PROVE_WAREHOUSE`: a DuckDB file, default `$DAGSTER_HOME/warehouse.duckdb`, or
+    `parquet:/shared/dir` for the many-writer Parquet warehouse).
 
     One Warehouse per execution, keeping the file open while a step's reads and writes follow
     each other (`keep_open_s`; see Warehouse) and closing it when the execution ends."""
@@ -33,7 +35,7 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def get(self) -> Warehouse:
         if self._warehouse is None:
-            self._warehouse = Warehouse(self.path or warehouse_path(), self.lock_timeout_s, self.keep_open_s)
+            self._warehouse = open_warehouse(self.path or warehouse_location(), self.lock_timeout_s, self.keep_open_s)
         return self._warehouse
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:

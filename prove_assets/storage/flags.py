@@ -22,22 +22,25 @@ def record_flag(wh: Warehouse, qa_id: str, action: str, reason: str = "") -> str
     if found.empty:
         raise LookupError(f"no QA pair {qa_id!r} in {wh.path}")
     shard = str(found["shard"].iloc[0])
-    with wh.connect() as con:
-        con.execute(LOG_DDL)
-        con.execute(
-            f"INSERT INTO {SCHEMA}.qa_flag_log VALUES (?, ?, ?, ?, ?, ?)",
-            [qa_id, shard, action, reason, getpass.getuser(), datetime.now(UTC).replace(tzinfo=None)],
-        )
+    wh.ensure_table(LOG_DDL)
+    row = {
+        "qa_id": qa_id,
+        "shard": shard,
+        "action": action,
+        "reason": reason,
+        "flagged_by": getpass.getuser(),
+        "flagged_at": datetime.now(UTC).replace(tzinfo=None),
+    }
+    wh.append("qa_flag_log", pd.DataFrame([row]).astype({"flagged_at": "datetime64[us]"}))
     return shard
 
 
 def active_flags(wh: Warehouse, shard: str) -> pd.DataFrame:
     """QA pairs of a shard whose latest action is `flag`."""
-    with wh.connect() as con:
-        con.execute(LOG_DDL)
-        return con.execute(
-            f"""SELECT qa_id, reason, flagged_by, flagged_at FROM {SCHEMA}.qa_flag_log WHERE shard = ?
-                QUALIFY row_number() OVER (PARTITION BY qa_id ORDER BY flagged_at DESC) = 1 AND action = 'flag'
-                ORDER BY qa_id""",
-            [shard],
-        ).df()
+    wh.ensure_table(LOG_DDL)
+    return wh.query(
+        f"""SELECT qa_id, reason, flagged_by, flagged_at FROM {SCHEMA}.qa_flag_log WHERE shard = ?
+            QUALIFY row_number() OVER (PARTITION BY qa_id ORDER BY flagged_at DESC) = 1 AND action = 'flag'
+            ORDER BY qa_id""",
+        [shard],
+    )

@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import duckdb
@@ -169,34 +169,62 @@ class Warehouse:
         df = df.copy()
         for col, value in partition.items():
             df[col] = value
-        qt = f"{SCHEMA}.{_ident(table)}"
         where = " AND ".join(f"{_ident(c)} = ?" for c in partition)
         with self.connect() as con:
-            con.register("incoming", df)
-            con.execute("BEGIN TRANSACTION")
-            try:
-                # An all-NULL column has DuckDB type NULL, which no table column may have.
-                incoming = {
-                    name: ("VARCHAR" if typ.strip('"') == "NULL" else typ)
-                    for name, typ, *_ in con.execute("DESCRIBE incoming").fetchall()
-                }
-                if not self.table_exists(con, table):
-                    cols = ", ".join(f"{_ident(c)} {t}" for c, t in incoming.items())
-                    con.execute(f"CREATE TABLE {qt} ({cols})")
-                existing = {r[0] for r in con.execute(f"DESCRIBE {qt}").fetchall()}
-                for col, col_type in incoming.items():
-                    if col not in existing:
-                        con.execute(f"ALTER TABLE {qt} ADD COLUMN {_ident(col)} {col_type}")
-                con.execute(f"DELETE FROM {qt} WHERE {where}", list(partition.values()))
-                if len(df):
-                    con.execute(f"INSERT INTO {qt} BY NAME SELECT * FROM incoming")
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            finally:
-                con.unregister("incoming")
+            self._insert(con, table, df, delete=(where, list(partition.values())))
         return len(df)
+
+    def append(self, table: str, df: pd.DataFrame) -> int:
+        """Add rows to an append-only table (`llm_calls`, `qa_flag_log`), evolving its columns
+        like replace_partition. Returns rows written."""
+        with self.connect() as con:
+            self._insert(con, table, df)
+        return len(df)
+
+    def ensure_table(self, *statements: str) -> None:
+        """Run DDL (`CREATE TABLE IF NOT EXISTS prove.x ...`, `ALTER TABLE ... ADD COLUMN IF NOT
+        EXISTS ...`) for a table written by append()."""
+        with self.connect() as con:
+            for sql in statements:
+                con.execute(sql)
+
+    @property
+    def spool_dir(self) -> Path:
+        """Where processes keep the LLM calls they recorded and have not yet appended (see
+        prove_assets.storage.call_spool)."""
+        return Path(f"{self.path}.spool")
+
+    def _insert(
+        self, con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame, delete: tuple[str, list] | None = None
+    ) -> None:
+        """One transaction: create the table or add its new columns, delete `delete` (a WHERE
+        clause and its parameters), insert `df` by column name."""
+        qt = f"{SCHEMA}.{_ident(table)}"
+        con.register("incoming", df)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            # An all-NULL column has DuckDB type NULL, which no table column may have.
+            incoming = {
+                name: ("VARCHAR" if typ.strip('"') == "NULL" else typ)
+                for name, typ, *_ in con.execute("DESCRIBE incoming").fetchall()
+            }
+            if not self.table_exists(con, table):
+                cols = ", ".join(f"{_ident(c)} {t}" for c, t in incoming.items())
+                con.execute(f"CREATE TABLE {qt} ({cols})")
+            existing = {r[0] for r in con.execute(f"DESCRIBE {qt}").fetchall()}
+            for col, col_type in incoming.items():
+                if col not in existing:
+                    con.execute(f"ALTER TABLE {qt} ADD COLUMN {_ident(col)} {col_type}")
+            if delete is not None:
+                con.execute(f"DELETE FROM {qt} WHERE {delete[0]}", delete[1])
+            if len(df):
+                con.execute(f"INSERT INTO {qt} BY NAME SELECT * FROM incoming")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.unregister("incoming")
 
     def replace_table(self, table: str, df: pd.DataFrame, run_id: str) -> int:
         """Replace a whole (unpartitioned) table with `df` plus its run_id, in one statement."""
@@ -219,7 +247,7 @@ class Warehouse:
         """Rows of a table, optionally filtered by equality / IN on columns and limited to some
         columns (reports over a whole table skip the wide JSON ones). A missing table reads as
         an empty frame."""
-        with self.connect(read_only=True) as con:
+        with self._reader(table, where) as con:
             if not self.table_exists(con, table):
                 return pd.DataFrame()
             clauses, params = [], []
@@ -235,6 +263,12 @@ class Warehouse:
             if clauses:
                 sql += " WHERE " + " AND ".join(clauses)
             return con.execute(sql, params).df()
+
+    def _reader(
+        self, table: str, where: Mapping[str, str | list[str]] | None = None
+    ) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """The connection read() uses (the Parquet warehouse opens only the files it needs)."""
+        return self.connect(read_only=True)
 
     def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
         """Read-only SQL over the warehouse (tables as prove.<asset>)."""
