@@ -143,7 +143,10 @@ def main() -> None:
         instance = get_instance()
         register_partitions(instance)
         run_steps(instance, [("build_benchmark", shard)], log_level="WARNING")
-        from prove_assets.storage.parquet_warehouse import open_warehouse
+        try:
+            from prove_assets.storage.parquet_warehouse import open_warehouse
+        except ImportError:  # the code before the Parquet warehouse existed (the "before" figure)
+            from prove_assets.storage.warehouse import Warehouse as open_warehouse
 
         wh = open_warehouse(os.environ["PROVE_WAREHOUSE"])
         kept = int((wh.read("verified_qa")["verdict"] == "kept").sum())

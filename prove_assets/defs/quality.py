@@ -8,6 +8,7 @@ import pandas as pd
 
 from prove_assets.config import SAMPLE_DIR
 from prove_assets.core.calibration import Source, calibration_version, evaluate, make_cases, summarize
+from prove_assets.core.construction.parse_extract import extractor_setting, parser_version
 from prove_assets.core.quality import KINDS, extraction_quality, gold_aliases, load_gold, still_right_on_gold
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.scoring import paper_score
@@ -134,7 +135,7 @@ def _has_table(wh: Warehouse, table: str) -> bool:
     group_name="reports",
     deps=[caption_tuples, verified_qa, images],
     pool="duckdb",
-    code_version="2",
+    code_version=f"2-{parser_version()}",
     kinds={"duckdb", "python"},
 )
 def construction_quality(
@@ -143,13 +144,14 @@ def construction_quality(
     embeddings: EmbeddingResource,
     sandbox: SandboxResource,
 ) -> dg.MaterializeResult:
-    """The LLM steps of construction against the sample's hand-written gold tuples, per LLM
-    model: tuple extraction precision / recall / F1 (entities, attributes, relations), and the
-    share of kept QA pairs whose program, run on the gold scene graph, still gives the kept
-    answer (entity names matched as the strict scorer matches them; the output must state
-    something, be similar, and contradict none of the answer's colours, materials, numbers or
-    text), per generator. Only images whose caption is a hand-written sample caption are measured. Rows of
-    other LLM models are kept, so swapping the LLM shows its effect side by side."""
+    """The LLM steps of construction against the sample's hand-written gold tuples, per LLM model
+    and extractor setting: tuple extraction precision / recall / F1 (entities, attributes,
+    relations), and the share of kept QA pairs whose program, run on the gold scene graph, still
+    gives the kept answer (entity names matched as the strict scorer matches them; the output must
+    state something, be similar, and contradict none of the answer's colours, materials, numbers
+    or text), per generator. Only images whose caption is a hand-written sample caption are
+    measured. Rows of other LLM models or extractor settings (`PROVE_PARSE_EXTRACTOR`) are kept,
+    so swapping either shows its effect side by side."""
     wh = warehouse.get()
     embedder = embeddings.get()
     gold = load_gold(SAMPLE_DIR)
@@ -166,11 +168,13 @@ def construction_quality(
     models = _llm_model_of_calls(wh)
     ct = wh.read("caption_tuples", {"image_id": list(measured)})
     ct = ct[ct["error"].isna()]
-    ct["llm_model"] = ct["call_id"].map(models).fillna("unknown")
+    # One partition per LLM model and extractor setting, so variants stand side by side.
+    setting = extractor_setting()
+    ct["llm_model"] = ct["call_id"].map(models).fillna("unknown") + f" | {setting}"
     qa = wh.read("verified_qa", {"image_id": list(measured)})
     kept = qa[qa["verdict"] == "kept"] if len(qa) else qa
     if len(kept):
-        kept = kept.assign(llm_model=kept["call_id"].map(models).fillna("unknown"))
+        kept = kept.assign(llm_model=kept["call_id"].map(models).fillna("unknown") + f" | {setting}")
         judge = StrictEntailment(embedder)
         extracted = {g.image_id: SceneGraph.from_json(g.scene_graph) for g in wh.read("scene_graphs").itertuples()}
         gold_graphs = {}
@@ -254,7 +258,7 @@ def construction_quality(
             "quality": dg.MetadataValue.md(markdown_table(df.drop(columns=["images"]))),
             "programs_on_gold": dg.MetadataValue.md(markdown_table(pairs) if len(pairs) else "_no kept pairs_"),
             "images": dg.MetadataValue.int(len(measured)),
-            "table": dg.MetadataValue.text(f"{SCHEMA}.construction_quality (one partition per llm_model)"),
+            "table": dg.MetadataValue.text(f"{SCHEMA}.construction_quality (a partition per llm_model | extractor)"),
         },
         data_version=content_version(df),
     )

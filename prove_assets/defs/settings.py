@@ -16,6 +16,12 @@ CAPTION_CHUNK_WORDS = int(os.environ.get("PROVE_CAPTION_CHUNK_WORDS", "30"))
 QA_GENERATOR = os.environ.get("PROVE_QA_GENERATOR", "targeted")
 # Targets planned per image (targeted), and pairs asked per image (free generation).
 QA_TARGETS = int(os.environ.get("PROVE_QA_TARGETS", "12"))
+# PROVE's post-processing filter (trivial / incomplete / unnatural): `llm` asks the LLM about each
+# verified pair (supplement fig. 5); `rules` keeps the deterministic checks only (the question does not
+# state its answer, the answer states every fact). Default `rules` with the embedded 1.5B model: it
+# called 51 of 92 verified pairs "trivial" with no reason given, unrelated to whether they were right
+# (docs/construction.md); `llm` with a configured endpoint.
+QA_FILTER = os.environ.get("PROVE_QA_FILTER") or ("llm" if os.environ.get("PROVE_LLM_BASE_URL") else "rules")
 QA_MIN = int(os.environ.get("PROVE_QA_MIN", "10"))
 QA_MAX = int(os.environ.get("PROVE_QA_MAX", "15"))
 # Programs whose output is less similar than this to the generated answer are `answer_mismatch`.

@@ -31,10 +31,18 @@ ABSTRACT = {
     *POSITION_WORDS, *FRAME_WORDS, "angle", "portrait", "color", "colour", "shape", "pattern", "shade", "tone",
     "texture", "size", "way", "kind", "type", "sort", "lot", "number", "word", "words", "name", "names", "view",
     "focus", "light", "distance", "area", "surface", "inside", "outside", "one", "ones", "end", "others", "rest",
+    *("hundreds", "dozens", "thousands", "lots", "pair", "group", "row", "set", "bunch", "series", "couple"),
+    *("handful", "variety", "mix", "collection", "pile", "cluster", "kind", "piece", "bit"),
 }  # fmt: skip
 # Verbs whose preposition alone is the relation ("sits on the table" -> on).
 POSTURE = {"be", "sit", "stand", "rest", "lie", "hang", "place", "set", "mount", "perch", "park", "locate", "stay",
            "show", "appear", "see", "float", "run", "curve", "visible"}  # fmt: skip
+# Prepositions that place one thing relative to another ("from", "for", "like" do not).
+SPATIAL = {
+    "on", "in", "under", "behind", "above", "below", "beside", "near", "next to", "in front of", "on top of", "inside",
+    "over", "against", "along", "across", "around", "between", "beneath", "underneath", "at", "by", "among", "atop",
+    "within", "left of", "right of", "onto", "into", "through", "beyond", "outside",
+}  # fmt: skip
 MULTIWORD = {("in", "front", "of"): "in front of", ("on", "top", "of"): "on top of", ("next", "to"): "next to",
              ("to", "the", "left", "of"): "left of", ("to", "the", "right", "of"): "right of"}  # fmt: skip
 QUOTE = re.compile(r"[\"“]([^\"”]+)[\"”]")
@@ -98,7 +106,9 @@ def _is_entity(tok: Any) -> bool:
         tok.pos_ == "NOUN"
         and tok.dep_ != "compound"
         and tok.text.isalpha()
+        and len(tok.text) > 2
         and tok.text.lower() not in ABSTRACT
+        and tok.lemma_.lower() not in ABSTRACT
         and word_class(tok.text.lower()) not in ("color", "material")
     )
 
@@ -182,7 +192,7 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
                     relation(tok, "part of", obj, "part")
                 elif pred == "with":
                     relation(obj, "part of", tok, "part")
-                else:
+                elif pred in SPATIAL:
                     relation(tok, pred, obj)
     for tok in doc:
         if tok.pos_ not in ("VERB", "AUX", "ADJ") or tok.dep_ == "amod":
@@ -198,9 +208,12 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
                         attribute(s, _value(adj))
             elif c.dep_ == "prep":
                 pred, obj = _prep_phrase(c)
-                if obj is None or pred in ("of", "with"):
+                if obj is None or pred not in SPATIAL:
                     continue
                 if lemma not in POSTURE and tok.pos_ == "VERB":
+                    # With an object the phrase places the object ("reads X above the label"): not the subject.
+                    if any(d.dep_ in ("dobj", "xcomp", "ccomp") for d in tok.children):
+                        continue
                     pred = f"{tok.text.lower()} {pred}"
                 for s in subjects:
                     relation(s, pred, obj)
@@ -217,7 +230,14 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
         if span is None:
             continue
         head = span.root
-        while head.dep_ != "ROOT" and not _is_entity(head):
+        # Up to the thing that carries the text: a noun, or the subject of the verb ("the sign reads ...").
+        while not _is_entity(head):
+            subjects = _subjects(head) if head.pos_ in ("VERB", "AUX") else []
+            if subjects:
+                head = subjects[0]
+                break
+            if head.dep_ == "ROOT":
+                break
             head = head.head
         if _is_entity(head):
             attribute(head, f'"{m.group(1).lower()}"', "text rendering")
@@ -237,6 +257,11 @@ def combine(llm: Iterable[SceneTuple], text: str) -> list[SceneTuple]:
     if not (ENABLED and available()):
         return llm
     return list(dict.fromkeys([*parse_tuples_from_text(text), *(t for t in llm if t.kind == "relation")]))
+
+
+def extractor_setting() -> str:
+    """How tuples are extracted now, as construction_quality names its partitions."""
+    return "parse + llm relations" if ENABLED and available() else "llm"
 
 
 def parser_version() -> str:

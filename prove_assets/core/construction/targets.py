@@ -101,30 +101,70 @@ def words_are_number(value: str) -> bool:
     return bool(class_words(value).get("number"))
 
 
+def _stem(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
+        return word[:-2]
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) else word
+
+
+def _tokens(text: str) -> list[str]:
+    return [_stem(w) for w in _WORD.findall(text.lower().replace("-", " "))]
+
+
 def _stems(text: str) -> set[str]:
-    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in _WORD.findall(text)}
+    return set(_tokens(text))
+
+
+_FILLER = {"the", "a", "an", "of", "to"}
 
 
 class CaptionCheck:
-    """Whether the caption's own words state a fact: the entity's head noun and the value's (or
-    the target's and predicate's) words in one sentence."""
+    """Whether the caption's own words state a fact, close together and in order in one sentence,
+    so an extraction error does not become a confident wrong answer:
+    - an attribute: its value within 3 words before the entity's head noun ("a glossy red cup") or
+      within 5 after it ("the cup is glossy red"); quoted text within 8;
+    - a relation: the source's head noun, then within 4 words the predicate, then within 4 words
+      the target's head noun ("the cup sits on a worn saucer"); part-of also as "X of Y" / "Y with X".
+    A word matches another with the same first 4 letters ("holding" / "holds")."""
 
     def __init__(self, caption: str) -> None:
-        self.sentences = [_stems(s.lower().replace("-", " ")) for s in _SENTENCE.split(caption.strip()) if s]
+        self.sentences = [_tokens(s) for s in _SENTENCE.split(caption.strip()) if s.strip()]
 
-    def _together(self, *parts: str) -> bool:
-        needed = [(_stems(p.lower().replace("-", " ")) or {""}) for p in parts]
-        return any(all(n & s for n in needed) for s in self.sentences)
+    @staticmethod
+    def _at(sentence: list[str], word: str) -> list[int]:
+        if len(word) >= 5:
+            return [i for i, w in enumerate(sentence) if w[:4] == word[:4] and abs(len(w) - len(word)) <= 4]
+        return [i for i, w in enumerate(sentence) if w == word]
+
+    def _near(self, sentence: list[str], first: str, second: str, gap: int) -> list[int]:
+        """Positions of `second` that follow `first` by 1..gap words."""
+        return [j for i in self._at(sentence, first) for j in self._at(sentence, second) if 0 < j - i <= gap]
 
     def states(self, t: SceneTuple) -> bool:
-        head = name_key(t.entity)[-1:] if t.entity else ()
+        head = (name_key(t.entity) or ("",))[-1]
+        if t.kind == "entity":
+            return any(self._at(s, head) for s in self.sentences)
         if t.kind == "attribute":
-            return self._together(" ".join(head), (t.value or "").strip('"'))
-        if t.kind == "relation":
-            pred_words = [w for w in _WORD.findall(t.predicate or "") if w not in ("of", "the", "to", "a")]
-            target_head = " ".join(name_key(t.target or "")[-1:])
-            return self._together(" ".join(head), target_head, " ".join(pred_words) or (t.predicate or ""))
-        return self._together(" ".join(head))
+            words = [w for w in _tokens((t.value or "").strip('"')) if w not in _FILLER]
+            if not words:
+                return False
+            if t.attribute_type == "text rendering":
+                return any(self._near(s, head, words[0], 8) for s in self.sentences)
+            last = words[-1]
+            return any(self._near(s, last, head, 3) or self._near(s, head, last, 5) for s in self.sentences)
+        target = (name_key(t.target or "") or ("",))[-1]
+        pred = [w for w in _tokens(t.predicate or "") if w not in _FILLER] or ["of"]
+        for s in self.sentences:
+            if t.predicate == "part of" and (self._near(s, head, "of", 2) and self._near(s, "of", target, 4)):
+                return True
+            if t.predicate == "part of" and self._near(s, target, "with", 2) and self._near(s, "with", head, 4):
+                return True
+            for p in self._near(s, head, pred[0], 4):
+                if any(0 < j - p <= 4 + len(pred) for j in self._at(s, target)):
+                    return True
+        return False
 
 
 # --- programs ------------------------------------------------------------------------------------
@@ -321,6 +361,9 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
         return len(sg.get_outgoing_relations(name) if direction == "out" else sg.get_incoming_relations(name))
 
     def add(kind: str, subject: str, facts: Sequence[SceneTuple], program: str, **names: str) -> None:
+        # The program answers with every fact it finds: each one must be one the caption states.
+        if not all(check.states(f) for f in facts):
+            return
         nodes = tuple(dict.fromkeys(n for f in facts for n in (f.entity, f.target) if n)) or (subject,)
         if kind == "around":
             expected = 1 + degree(subject, "out") + degree(subject, "in")

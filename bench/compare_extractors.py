@@ -1,0 +1,81 @@
+"""Pick the embedded LLM and the extractor by evidence: tuple extraction on the sample's captions
+vs the hand-written gold tuples, per embedded model and extractor setting (the LLM's tuples raw;
+canonicalised; the dependency parser's; the default: parser + the LLM's relations), with wall
+time. Run by `make compare-extractors` (the default model's answers come from the ledger).
+
+Calls go through the normal gateway into the project warehouse, so the chosen model's answers
+are recorded (and later exported to the ledger) and never asked twice."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+
+from prove_assets.backends.llm import LLMGateway
+from prove_assets.backends.local_llm import EMBEDDED_MODELS
+from prove_assets.config import SAMPLE_DIR, warehouse_location
+from prove_assets.core.construction.canonical import canonicalise
+from prove_assets.core.construction.parse_extract import combine, parse_tuples_from_text
+from prove_assets.core.quality import KINDS, extraction_quality, load_gold
+from prove_assets.core.scoring import SentenceEmbedder
+from prove_assets.core.tuples import caption_chunks
+from prove_assets.defs.benchmark import tuples_request
+from prove_assets.defs.resources import LLMResource
+from prove_assets.defs.settings import CAPTION_CHUNK_WORDS
+from prove_assets.storage.parquet_warehouse import open_warehouse
+
+# How each extractor setting turns one chunk's LLM tuples and text into tuples.
+EXTRACTORS: dict[str, Callable[[list, str], list]] = {
+    "llm, raw": lambda tuples, text: tuples,
+    "llm": lambda tuples, text: tuples,
+    "parse": lambda tuples, text: parse_tuples_from_text(text),
+    "parse + llm relations (default)": combine,
+}
+
+
+def progress(model: str) -> Callable[[int, int], None]:
+    return lambda done, total: print(f"  {model}: {done}/{total}", file=sys.stderr, flush=True)
+
+
+def main(models: list[str]) -> None:
+    captions = [json.loads(line) for line in (SAMPLE_DIR / "captions.jsonl").read_text().splitlines() if line.strip()]
+    gold = load_gold(SAMPLE_DIR)
+    embedder = SentenceEmbedder()
+    wh = open_warehouse(warehouse_location())
+    header = ["entity P/R/F1", "attribute P/R/F1", "relation P/R/F1"]
+    print(f"{'model | extractor':58} " + " ".join(f"{h:>18}" for h in header) + f" {'failed':>6} {'wall s':>7}")
+    for model in models:
+        settings = LLMResource(model=model).settings()
+        started = time.monotonic()
+        # The same requests as the caption_tuples asset: a few sentences at a time.
+        chunks = [(c["id"], chunk) for c in captions for chunk in caption_chunks(c["caption"], CAPTION_CHUNK_WORDS)]
+        with LLMGateway(settings, wh, log=lambda m: print(m, file=sys.stderr)) as gw:
+            results = gw.run([tuples_request(text) for _, text in chunks], progress(model))
+            sent = gw.sent
+        wall = time.monotonic() - started
+        failed = sum(r.error is not None for r in results)
+        by_image: dict[str, list[tuple[list, str]]] = {}
+        for (image, text), r in zip(chunks, results, strict=True):
+            by_image.setdefault(image, []).append((r.data or [], text))
+        for extractor, pick in EXTRACTORS.items():
+            measured = []
+            for image, g in gold.items():
+                parts = by_image.get(image, [])
+                tuples = [pick(ts, text) for ts, text in parts]
+                if extractor == "llm, raw":
+                    flat = [t for ts in tuples for t in ts]
+                else:
+                    flat = [c.tuple for c in canonicalise(tuples, [text for _, text in parts])[0]]
+                measured.append((flat, g.tuples))
+            q = extraction_quality(measured, embedder)
+            cells = [f"{q[k]['precision']:.2f}/{q[k]['recall']:.2f}/{q[k]['f1']:.2f}" for k in KINDS]
+            print(
+                f"{model + ' | ' + extractor:58} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18} {failed:>6} {wall:>7.0f}"
+                f"  ({sent} requests sent)"
+            )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or list(EMBEDDED_MODELS))
