@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,31 @@ def _metadata_sum(results: list[Any], key: str) -> int:
     return total
 
 
+def _llm_failures(results: list[Any]) -> list[str]:
+    """'asset [partition]: N of M requests failed, most often ... -> what to change', per step;
+    every failed call is in prove.llm_calls (error, error_kind)."""
+    out = []
+    for res in results:
+        for ev in res.get_asset_materialization_events():
+            mat = ev.materialization
+            cause = mat.metadata.get("llm_failure")
+            if cause is not None:
+                where = mat.asset_key.to_user_string() + (f" [{mat.partition}]" if mat.partition else "")
+                out.append(f"{where}: {cause.value}")
+    if out:
+        out.append(f"every failed request: SELECT * FROM {SCHEMA}.llm_calls WHERE error IS NOT NULL")
+    return out
+
+
+def _skip_preflight(args: argparse.Namespace) -> None:
+    if getattr(args, "skip_preflight", False):
+        from prove_assets.backends.endpoints import SKIP_PREFLIGHT_ENV
+
+        os.environ[SKIP_PREFLIGHT_ENV] = "1"  # the steps' own check reads it too
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
+    _skip_preflight(args)
     started = time.monotonic()
     from prove_assets.orchestration import run_pipeline
 
@@ -67,8 +92,11 @@ def cmd_demo(args: argparse.Namespace) -> None:
     print(
         "\nLLM requests this demo: "
         f"{_metadata_sum(results, 'llm_requests_sent')} sent to the model, "
-        f"{_metadata_sum(results, 'llm_requests_cached')} answered from the recorded cache"
+        f"{_metadata_sum(results, 'llm_requests_cached')} answered from the recorded cache, "
+        f"{_metadata_sum(results, 'llm_requests_failed')} failed"
     )
+    for cause in _llm_failures(results):
+        print(f"  {cause}")
     print("\nQA verdicts (benchmark = kept):")
     _print_df(
         wh.query(
@@ -217,6 +245,7 @@ def cmd_stale(args: argparse.Namespace) -> None:
 def cmd_refresh(args: argparse.Namespace) -> None:
     from prove_assets.orchestration import find_stale, refresh
 
+    _skip_preflight(args)
     results = refresh(log_level=args.log_level)
     print(f"refreshed {len(results)} asset-partitions; stale now: {len(find_stale())}")
 
@@ -230,6 +259,7 @@ def cmd_add_model(args: argparse.Namespace) -> None:
         settings[key] = yaml.safe_load(value) if value else ""
     add_model(args.name, args.backend, settings)
     print(f"added {args.name} ({args.backend}) to the model registry")
+    _skip_preflight(args)
     if args.run:
         backfill_model(args.name, args.log_level)
         cmd_leaderboard(argparse.Namespace(format="table", long=False, scorer="all"))
@@ -299,6 +329,12 @@ def cmd_compare_evaluators(args: argparse.Namespace) -> None:
     _print_df(injected)
 
 
+SKIP_PREFLIGHT_HELP = (
+    "do not check the LLM endpoints (GET /models) before the run (servers without /models; "
+    "same as PROVE_SKIP_PREFLIGHT=1)"
+)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="prove-assets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -308,6 +344,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--shards", nargs="*", help="shard keys (default: every shard in datasets.yaml)")
     p.add_argument("--models", nargs="*", help="model names (default: every model in models.yaml)")
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--skip-preflight", action="store_true", help=SKIP_PREFLIGHT_HELP)
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("leaderboard", help="print the leaderboard")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
@@ -349,6 +386,7 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_stale)
     p = sub.add_parser("refresh", help="re-materialize exactly the stale asset-partitions")
     p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--skip-preflight", action="store_true", help=SKIP_PREFLIGHT_HELP)
     p.set_defaults(func=cmd_refresh)
     p = sub.add_parser("add-model", help="register a model; --run backfills only its partitions")
     p.add_argument("name")
@@ -358,6 +396,7 @@ def main(argv: list[str] | None = None) -> None:
         "--run", action="store_true", help="then materialize its shard x model partitions and the leaderboard"
     )
     p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--skip-preflight", action="store_true", help=SKIP_PREFLIGHT_HELP)
     p.set_defaults(func=cmd_add_model)
     p = sub.add_parser("flag", help="record a person's verdict that a QA pair is bad")
     p.add_argument("qa_id")

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from prove_assets.defs import benchmark, checks, evaluation, evaluators, explorer, quality, reports
+from prove_assets.defs import benchmark, checks, evaluation, evaluators, explorer, llm_checks, quality, reports
 from prove_assets.defs.registry import registry_sensor
 from prove_assets.defs.resources import (
     EmbeddingResource,
@@ -13,7 +13,7 @@ from prove_assets.defs.resources import (
 )
 
 all_assets = dg.load_assets_from_modules([benchmark, evaluation, evaluators, reports, explorer, quality])
-all_checks = dg.load_asset_checks_from_modules([checks])
+all_checks = dg.load_asset_checks_from_modules([checks, llm_checks])
 
 # A run cannot mix shard and shard x model partitions, hence three jobs. The in-process
 # executor: steps here are few and heavy, and it is ~4x faster than multiprocess for them.

@@ -14,6 +14,7 @@ from typing import Any
 import dagster as dg
 import yaml
 
+from prove_assets.backends.llm import LLMSettings
 from prove_assets.backends.responders import BACKENDS, load_models
 from prove_assets.config import dagster_home, models_file
 
@@ -79,6 +80,15 @@ def run_steps(instance: dg.DagsterInstance, steps: list[tuple[str, Any]], log_le
 
     from prove_assets.core import progress
 
+    checks = preflight_steps(steps)
+    for check in checks:
+        print(check.line, file=sys.stdout if check.ok else sys.stderr, flush=True)
+    failed = [c.line for c in checks if not c.ok]
+    if failed:
+        raise SystemExit(
+            f"stopped before any work: {len(failed)} endpoint check(s) failed (above); "
+            "--skip-preflight (PROVE_SKIP_PREFLIGHT=1) skips the check for servers without /models"
+        )
     defs = _defs()
     results = []
     bar = tqdm(total=len(steps), unit="step", disable=None, dynamic_ncols=True, leave=False)
@@ -107,7 +117,79 @@ def run_steps(instance: dg.DagsterInstance, steps: list[tuple[str, Any]], log_le
                 for ev in res.all_events:
                     if ev.is_failure:
                         tqdm.write(f"      {ev.message}", file=sys.stderr)
-                raise SystemExit(f"{job} failed for {key}; see the run log in the UI (make ui) or above")
+                raise SystemExit(
+                    f"{job} {key or ''} failed: {failure_cause(res)}\n(run {res.run_id}; its log: make ui, or above)"
+                )
+    return results
+
+
+def failure_cause(res: dg.ExecuteInProcessResult) -> str:
+    """One line saying why a run failed: a failed ERROR check (e.g. every LLM request of a step
+    failed, with what to change), else the first failed step's error."""
+    for ev in res.get_asset_check_evaluations():
+        if not ev.passed and ev.severity == dg.AssetCheckSeverity.ERROR:
+            where = ev.asset_key.to_user_string() + (f" [{ev.partition}]" if getattr(ev, "partition", None) else "")
+            return f"check {ev.check_name} on {where}: {ev.description}"
+    for ev in res.all_events:
+        if ev.is_step_failure and ev.step_failure_data is not None:
+            error = ev.step_failure_data.error
+            user = ev.step_failure_data.user_failure_data
+            if user is not None and user.description:
+                return f"{ev.step_key}: {user.description}"
+            return f"{ev.step_key}: {error.message.strip().splitlines()[-1] if error else 'failed'}"
+    return "see the run log"
+
+
+def preflight_steps(steps: list[tuple[str, Any]]) -> list[Any]:
+    """One cheap check of every endpoint the steps will send requests to (the construction
+    LLM; each model evaluated through an endpoint; the image judge), before any work. Embedded
+    models and built-in responders have nothing to check; local models' folders are checked."""
+    from prove_assets.backends.endpoints import (
+        CONSTRUCTION_LLM,
+        SKIP_PREFLIGHT_ENV,
+        VISUAL_ENTAILMENT,
+        PreflightResult,
+        SettingNames,
+        preflight,
+        preflight_skipped,
+    )
+    from prove_assets.backends.responders import ModelRegistryError, openai_settings
+    from prove_assets.defs.resources import llm_from_env, visual_entailment_from_env
+
+    if preflight_skipped():
+        return [PreflightResult(True, f"preflight skipped ({SKIP_PREFLIGHT_ENV}=1)")]
+    jobs = {job for job, _ in steps}
+    models = sorted({k.keys_by_dimension["model"] for job, k in steps if job == "evaluate_models"})
+    results = []
+    if jobs & {"build_benchmark", "evaluate_models"}:
+        results.append(preflight(llm_from_env().settings(), "construction LLM", CONSTRUCTION_LLM))
+    registry = load_models(models_file())
+    for name in models:
+        spec = registry.get(name)
+        entry = f"{models_file()} models.{name}"
+        if spec is None:
+            results.append(PreflightResult(False, f"preflight model {name}: FAILED: not in {models_file()}"))
+        elif spec.backend == "openai":
+            try:
+                settings = openai_settings(spec)
+            except ModelRegistryError as exc:
+                results.append(PreflightResult(False, f"preflight model {name}: FAILED: {exc} (fix {entry})"))
+                continue
+            results.append(preflight(settings, f"model {name}", SettingNames.model_entry(name, str(models_file()))))
+        elif spec.backend == "transformers":
+            path = Path(str(spec.settings.get("model_path", ""))).expanduser()
+            ok = path.is_dir()
+            results.append(
+                PreflightResult(
+                    ok,
+                    f"preflight model {name}: local model folder {path}: "
+                    + ("ok" if ok else f"FAILED: not a folder -> fix {entry}.model_path"),
+                )
+            )
+    judge = visual_entailment_from_env()
+    if "evaluate_models" in jobs and judge.backend == "vlm_judge" and judge.base_url and judge.model:
+        settings = LLMSettings(base_url=judge.base_url, model=judge.model, api_key_env=judge.api_key_env)
+        results.append(preflight(settings, "visual entailment judge", VISUAL_ENTAILMENT))
     return results
 
 

@@ -21,6 +21,7 @@ import re
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from typing import Any
 import duckdb
 import openai
 
+from prove_assets.backends.endpoints import MissingAPIKeyError, classify, failure_summary
 from prove_assets.core.prompts import Prompt
 from prove_assets.storage.call_spool import CallSpool, recover_spools
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
@@ -43,8 +45,16 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.llm_calls (
     call_id VARCHAR PRIMARY KEY, request_hash VARCHAR, model VARCHAR, endpoint VARCHAR,
     prompt_name VARCHAR, prompt_version VARCHAR, messages VARCHAR, response_format VARCHAR,
     response VARCHAR, finish_reason VARCHAR, usage VARCHAR, latency_s DOUBLE, error VARCHAR,
-    source VARCHAR, run_id VARCHAR, created_at TIMESTAMP
+    source VARCHAR, run_id VARCHAR, created_at TIMESTAMP, error_kind VARCHAR
 )"""
+# Columns added after the table first shipped: an existing warehouse gains them (NULL for old rows).
+LLM_CALLS_EVOLVE = [f"ALTER TABLE {SCHEMA}.llm_calls ADD COLUMN IF NOT EXISTS error_kind VARCHAR"]
+
+
+def ensure_llm_calls(warehouse: Warehouse) -> None:
+    """Create `llm_calls`, or bring an existing one up to the current columns."""
+    warehouse.ensure_table(LLM_CALLS_DDL, *LLM_CALLS_EVOLVE)
+
 
 _DATA_URL = re.compile(r"data:image/[a-z+]+;base64,[A-Za-z0-9+/=]+")
 
@@ -112,6 +122,7 @@ class LLMResult:
     cached: bool = False
     latency_s: float | None = None
     call_ids: list[str] = field(default_factory=list)  # every call made for it (incl. repair)
+    error_kind: str | None = None  # see prove_assets.backends.endpoints.ERROR_KINDS
 
 
 class LLMCallError(RuntimeError):
@@ -265,13 +276,16 @@ class LLMGateway:
         self.log = log or (lambda msg: None)
         self.sent = 0
         self.cached = 0
-        self.failed = 0
+        self.failed = 0  # requests sent that failed (HTTP error, connection, ...)
+        self.requests = 0  # results returned by run(), cached or not
+        self.errors: Counter[str] = Counter()  # error text -> results that ended with it
+        self.error_kinds: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Lock] = {}  # request hash -> held while being sent
         self._client: openai.OpenAI | None = None
         self._server: Any = None
         self._calls = _CallLog(warehouse)
-        warehouse.ensure_table(LLM_CALLS_DDL)
+        ensure_llm_calls(warehouse)
         recovered = recover_spools(warehouse.spool_dir, warehouse)
         if recovered:
             self.log(f"moved {recovered} recorded calls of a process that died into llm_calls")
@@ -313,7 +327,7 @@ class LLMGateway:
                 key_env = self.settings.api_key_env
                 api_key = os.environ.get(key_env, "") if key_env else "no-key"
                 if key_env and not api_key:
-                    raise LLMCallError(f"environment variable {key_env} (the API key) is not set")
+                    raise MissingAPIKeyError(f"environment variable {key_env} (the API key) is not set")
                 self._client = openai.OpenAI(
                     base_url=base_url,
                     api_key=api_key,
@@ -384,6 +398,7 @@ class LLMGateway:
             "usage": None,
             "latency_s": None,
             "error": None,
+            "error_kind": None,
             "source": "live",
             "run_id": self.run_id,
             "created_at": datetime.now(UTC).replace(tzinfo=None),
@@ -394,8 +409,19 @@ class LLMGateway:
             row["response"] = choice.message.content or ""
             row["finish_reason"] = choice.finish_reason
             row["usage"] = _canonical(resp.usage.model_dump()) if resp.usage else None
-        except (openai.OpenAIError, LLMCallError, ValueError, TypeError, AttributeError, IndexError) as exc:
-            row["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+        except (
+            openai.OpenAIError,
+            LLMCallError,
+            MissingAPIKeyError,
+            ValueError,
+            TypeError,
+            AttributeError,
+            IndexError,
+        ) as exc:
+            # The kind leads the text, so every row that copies the error (and the explorer,
+            # and lineage) says what went wrong in the user's terms.
+            row["error_kind"] = classify(exc)
+            row["error"] = f"[{row['error_kind']}] {type(exc).__name__}: {str(exc)[:500]}"
         row["latency_s"] = round(time.monotonic() - started, 3)
         self._record(row)
         with self._lock:
@@ -434,7 +460,7 @@ class LLMGateway:
             call_ids=[row["call_id"]],
         )
         if row["error"]:
-            result.error = row["error"]
+            result.error, result.error_kind = row["error"], row.get("error_kind")
             return result
         if req.schema is None and req.validate is None:
             result.data = row["response"]
@@ -447,6 +473,7 @@ class LLMGateway:
         if row.get("finish_reason") == "length":
             # Asking again would run into the same limit: record the truncation instead.
             result.error = f"output cut off at max_tokens={body['max_tokens']} and nothing usable: {problem[:200]}"
+            result.error_kind = "unusable_output"
             return result
         # One repair request: show the model its output and what was wrong with it.
         repair = messages + [
@@ -461,12 +488,13 @@ class LLMGateway:
         result.call_ids.append(rrow["call_id"])
         result.call_id, result.text, result.cached = rrow["call_id"], rrow["response"], cached and rcached
         if rrow["error"]:
-            result.error = rrow["error"]
+            result.error, result.error_kind = rrow["error"], rrow.get("error_kind")
             return result
         try:
             result.data = self._parse(req, rrow)
         except ValueError as exc2:
             result.error = f"malformed JSON after one repair: {str(exc2)[:300]}"
+            result.error_kind = "unusable_output"
         return result
 
     @staticmethod
@@ -508,14 +536,24 @@ class LLMGateway:
             else:
                 with ThreadPoolExecutor(workers) as pool:
                     list(pool.map(work, range(len(requests))))
-            return [r for r in results if r is not None]
+            out = [r for r in results if r is not None]
+            with self._lock:
+                self.requests += len(out)
+                self.errors.update(r.error[:300] for r in out if r.error)
+                self.error_kinds.update(r.error_kind or "unusable_output" for r in out if r.error)
+            return out
+
+    def failure_summary(self) -> str:
+        """'N of M requests failed, most often ...' over every run() so far; '' when none failed."""
+        return failure_summary(self.errors, self.requests, self.endpoint)
 
 
 # --- the recorded ledger -------------------------------------------------------------------
 def export_ledger(warehouse: Warehouse, path: Path, model: str) -> int:
     """Write the embedded model's successful live calls as gzipped JSON lines (the ledger)."""
     df = warehouse.query(
-        f"SELECT * EXCLUDE (run_id) FROM {SCHEMA}.llm_calls WHERE model = ? AND error IS NULL ORDER BY created_at",
+        f"SELECT * EXCLUDE (run_id, error_kind) FROM {SCHEMA}.llm_calls WHERE model = ? AND error IS NULL "
+        "ORDER BY created_at",
         [model],
     )
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -529,7 +567,7 @@ def export_ledger(warehouse: Warehouse, path: Path, model: str) -> int:
 
 def import_ledger(warehouse: Warehouse, path: Path) -> int:
     """Load ledger calls not yet in `llm_calls`; returns how many were added."""
-    warehouse.ensure_table(LLM_CALLS_DDL)
+    ensure_llm_calls(warehouse)
     with duckdb.connect() as con:  # a scratch in-memory database parses the ledger
         ledger = con.execute(
             "SELECT * FROM read_json(?, format='newline_delimited', "

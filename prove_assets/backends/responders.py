@@ -88,6 +88,25 @@ def _from_results(results: list) -> list[Response]:
     return out
 
 
+def openai_settings(spec: ModelSpec) -> LLMSettings:
+    """The gateway settings of an `openai`-backend model from its `models.yaml` entry."""
+    s = spec.settings
+    if not s.get("model") or not s.get("base_url"):
+        raise ModelRegistryError(f"model {spec.name!r}: the openai backend needs model and base_url")
+    return LLMSettings(
+        base_url=s["base_url"],
+        model=s["model"],
+        api_key_env=s.get("api_key_env"),
+        max_tokens=int(s.get("max_tokens", 512)),
+        timeout_s=float(s.get("timeout_s", 120)),
+        max_retries=int(s.get("max_retries", 4)),
+        max_concurrency=int(s.get("max_concurrency", 4)),
+        temperature=float(s.get("temperature", 0.0)),
+        seed=int(s.get("seed", 0)),
+        json_mode="none",
+    )
+
+
 def response_requests(
     spec: ModelSpec, questions: list[Question], prompts_dir: Path
 ) -> tuple[LLMSettings | None, list[LLMRequest], dict[int, str]]:
@@ -108,21 +127,7 @@ def response_requests(
         return None, reqs, {}
     if spec.backend != "openai":
         raise ModelRegistryError(f"model {spec.name!r}: backend {spec.backend!r} sends no LLM requests")
-    s = spec.settings
-    if not s.get("model") or not s.get("base_url"):
-        raise ModelRegistryError(f"model {spec.name!r}: the openai backend needs model and base_url")
-    settings = LLMSettings(
-        base_url=s["base_url"],
-        model=s["model"],
-        api_key_env=s.get("api_key_env"),
-        max_tokens=int(s.get("max_tokens", 512)),
-        timeout_s=float(s.get("timeout_s", 120)),
-        max_retries=int(s.get("max_retries", 4)),
-        max_concurrency=int(s.get("max_concurrency", 4)),
-        temperature=float(s.get("temperature", 0.0)),
-        seed=int(s.get("seed", 0)),
-        json_mode="none",
-    )
+    settings = openai_settings(spec)
     prompt = load_prompt(prompts_dir, "answer_with_image")
     reqs = []
     bad: dict[int, str] = {}

@@ -13,6 +13,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
+from prove_assets.backends.endpoints import SettingNames
 from prove_assets.backends.llm import LLMGateway, LLMSettings
 from prove_assets.backends.responders import Question, load_models, respond
 from prove_assets.config import models_file, prompts_dir
@@ -34,6 +35,7 @@ from prove_assets.defs.resources import (
     VisualEntailmentResource,
     WarehouseResource,
     progress_logger,
+    step_gateway,
 )
 from prove_assets.defs.settings import HALLUCINATION_THRESHOLD, code_version
 from prove_assets.storage.warehouse import Warehouse
@@ -82,12 +84,9 @@ def model_responses(
             with llm.gateway(wh, context) as gw:
                 yield gw
         else:
-            gw = LLMGateway(settings, wh, run_id=context.run.run_id, log=context.log.info)
-            try:
+            names = SettingNames.model_entry(spec.name, str(models_file()))
+            with step_gateway(settings, names, f"model {spec.name}", wh, context) as gw:
                 yield gw
-            finally:
-                gw.close()
-                context.log.info(f"{spec.name}: {gw.sent} requests sent ({gw.failed} failed), {gw.cached} from cache")
 
     context.log.info(f"{spec.name} ({spec.backend}) answers {len(questions)} questions")
     answers = respond(spec, questions, prompts_dir(), gateway, progress_logger(context, f"{spec.name} answers"))

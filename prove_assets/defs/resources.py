@@ -6,10 +6,12 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from prove_assets.backends.endpoints import CONSTRUCTION_LLM, VISUAL_ENTAILMENT, SettingNames, fix_hint, preflight_once
 from prove_assets.backends.entailment import VLMJudgeEntailment
 from prove_assets.backends.llm import LLMGateway, LLMSettings
 from prove_assets.config import LEDGER_PATH, prompts_dir, warehouse_location
@@ -77,20 +79,75 @@ class LLMResource(dg.ConfigurableResource):
 
     @contextmanager
     def gateway(self, warehouse: Warehouse, context: dg.AssetExecutionContext) -> Iterator[LLMGateway]:
-        gw = LLMGateway(
+        with step_gateway(
             self.settings(),
+            CONSTRUCTION_LLM,
+            "construction LLM",
             warehouse,
-            run_id=context.run.run_id,
-            ledger=LEDGER_PATH if self.use_ledger else None,
-            log=context.log.info,
-        )
-        _open_gateways[context.run.run_id] = gw  # progress lines report its counts
-        try:
+            context,
+            LEDGER_PATH if self.use_ledger else None,
+        ) as gw:
             yield gw
-        finally:
-            _open_gateways.pop(context.run.run_id, None)
-            gw.close()
-            context.log.info(f"LLM requests: {gw.sent} sent ({gw.failed} failed), {gw.cached} answered from the cache")
+
+
+# Metadata keys every LLM step reports (read by the `llm_requests_failed_*` checks).
+LLM_REQUESTS, LLM_REQUESTS_FAILED, LLM_FAILURE = "llm_requests", "llm_requests_failed", "llm_failure"
+
+
+@contextmanager
+def step_gateway(
+    settings: LLMSettings,
+    names: SettingNames,
+    role: str,
+    warehouse: Warehouse,
+    context: dg.AssetExecutionContext,
+    ledger: Path | None = None,
+) -> Iterator[LLMGateway]:
+    """An LLM gateway for one asset step: the endpoint is preflighted first (once per process;
+    a failure fails the step before any request, with what to change), and when the step's
+    requests are done it reports how many there were and how many failed, with the most common
+    error and what to change, as the materialization's metadata and in the run log."""
+    check = preflight_once(settings, role, names)
+    if check is not None:
+        if not check.ok:
+            raise dg.Failure(description=check.line, metadata={"endpoint": str(settings.base_url)}, allow_retries=False)
+        context.log.info(check.line)
+    gw = LLMGateway(settings, warehouse, run_id=context.run.run_id, ledger=ledger, log=context.log.info)
+    _open_gateways[context.run.run_id] = gw  # progress lines report its counts
+    try:
+        yield gw
+    finally:
+        _open_gateways.pop(context.run.run_id, None)
+        gw.close()
+        context.log.info(f"{role}: {gw.sent} requests sent ({gw.failed} failed), {gw.cached} answered from the cache")
+        _report_outcome(context, gw, names)
+
+
+def _report_outcome(context: dg.AssetExecutionContext, gw: LLMGateway, names: SettingNames) -> None:
+    """Add the step's LLM request counts to its materialization, summed over the step's gateways."""
+    run_id = context.run.run_id
+    key = (run_id, context.asset_key.to_user_string(), context.partition_key if context.has_partition_key else "")
+    for done in [k for k in _step_outcomes if k[0] != run_id]:  # earlier runs' steps are reported already
+        del _step_outcomes[done]
+    totals = _step_outcomes.setdefault(key, {"requests": 0, "failed": 0, "summary": ""})
+    failed = sum(gw.errors.values())
+    totals["requests"] += gw.requests
+    totals["failed"] += failed
+    metadata: dict[str, object] = {
+        LLM_REQUESTS: dg.MetadataValue.int(int(totals["requests"])),
+        LLM_REQUESTS_FAILED: dg.MetadataValue.int(int(totals["failed"])),
+    }
+    if failed:
+        kind = gw.error_kinds.most_common(1)[0][0]
+        totals["summary"] = f"{gw.failure_summary()} -> {fix_hint(kind, gw.settings, names)}"
+        context.log.warning(totals["summary"])
+    if totals["summary"]:
+        metadata[LLM_FAILURE] = dg.MetadataValue.text(str(totals["summary"]))
+    context.add_asset_metadata(metadata)
+
+
+# (run id, asset, partition) -> LLM request counts of that step so far (a step may open several gateways).
+_step_outcomes: dict[tuple[str, str, str], dict[str, int | str]] = {}
 
 
 def llm_from_env() -> LLMResource:
@@ -181,9 +238,8 @@ class VisualEntailmentResource(dg.ConfigurableResource):
             max_tokens=4,
             max_concurrency=self.max_concurrency,
         )
-        with LLMGateway(settings, warehouse, run_id=context.run.run_id, log=context.log.info) as gw:
+        with step_gateway(settings, VISUAL_ENTAILMENT, "visual entailment judge", warehouse, context) as gw:
             yield VLMJudgeEntailment(gw, prompts_dir())
-            context.log.info(f"visual entailment: {gw.sent} requests sent, {gw.cached} from cache")
 
 
 def visual_entailment_from_env() -> VisualEntailmentResource:

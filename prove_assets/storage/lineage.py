@@ -81,6 +81,7 @@ def qa_lineage(wh: Warehouse, qa_id: str) -> dict[str, Any]:
             "call_ids": list(dict.fromkeys(t["call_id"] for t in caption_tuples)),
             "run_id": caption_tuples[0]["run_id"] if caption_tuples else None,
             "tuples": [t["text"] for t in caption_tuples if t.get("text")],
+            "errors": [t["error"] for t in caption_tuples if t.get("error")],
         },
         "scene_graph": {"run_id": graph["run_id"] if graph else None, "visited_nodes": nodes},
         "qa": qa,
@@ -105,6 +106,7 @@ def format_lineage(d: dict[str, Any]) -> str:
         f"from LLM calls {', '.join(d['caption_tuples']['call_ids'])}, "
         f"run {d['caption_tuples']['run_id']}",
         "  " + "; ".join(d["caption_tuples"]["tuples"][:40]) + (" ..." if d["caption_tuples"]["count"] > 40 else ""),
+        *[f"  ERROR {e}" for e in d["caption_tuples"].get("errors", [])],
         "",
         f"SCENE GRAPH NODES VISITED ({qa.get('n_visited')}, {qa.get('complexity')}), run {d['scene_graph']['run_id']}",
     ]
@@ -114,6 +116,7 @@ def format_lineage(d: dict[str, Any]) -> str:
         f"GENERATION  call {gen.get('call_id')}  prompt {gen.get('prompt_name')}@{gen.get('prompt_version')}  "
         f"model {gen.get('model')}  source {gen.get('source')}  {gen.get('latency_s')} s",
         f"  raw output: {str(gen.get('response'))[:600]}{' ...' if len(str(gen.get('response'))) > 600 else ''}",
+        *([f"  ERROR {gen['error']}"] if gen.get("error") else []),
         "",
         f"QUESTION  {qa.get('question')}",
         f"ANSWER    {qa.get('answer')}",
@@ -132,7 +135,8 @@ def format_lineage(d: dict[str, Any]) -> str:
             f"MODEL {m['model']}  partition {m['partition']}",
             f"  runs: model_responses {r.get('run_id')}, response_scores {runs}",
             f"  response: {r.get('response')}" + (f"   ERROR {r.get('error')}" if r.get("error") else ""),
-            f"  response call: {r.get('call_id')}",
+            f"  response call: {r.get('call_id')}"
+            + (f"   ERROR {m['response_call']['error']}" if (m.get("response_call") or {}).get("error") else ""),
             f"  response tuples: {'; '.join(m['response_tuples'])}",
         ]
         for scorer, s in m["scores"].items():
