@@ -10,6 +10,8 @@ prove-assets stale              list stale asset-partitions with their causes
 prove-assets refresh            re-materialize exactly those
 prove-assets add-model NAME --backend B [--set k=v] [--run]   register a model, backfill only its partitions
 prove-assets flag QA_ID --reason TEXT / unflag QA_ID   a person's verdict on a QA pair
+prove-assets audit [--shard S] [--n N] [--seed K]   mark kept pairs correct / wrong / irrelevant (stdin may be piped)
+prove-assets audit --mark QA_ID VERDICT [--note T] / --list / --report   the same, scripted; the audit's error rates
 prove-assets register           add datasets.yaml shards and models.yaml models as partitions
 prove-assets export-ledger      write the embedded model's recorded calls (the ledger)
 prove-assets compare-evaluators the guide's evaluators beside PROVE's H and T (--format table|json)
@@ -29,7 +31,7 @@ import yaml
 
 from prove_assets.config import LEDGER_PATH, warehouse_location
 from prove_assets.storage.parquet_warehouse import open_warehouse
-from prove_assets.storage.warehouse import SCHEMA
+from prove_assets.storage.warehouse import SCHEMA, Warehouse
 
 
 def _print_df(df: pd.DataFrame, fmt: str = "table") -> None:
@@ -279,6 +281,101 @@ def cmd_flag(args: argparse.Namespace) -> None:
     )
 
 
+def _audit_pairs(wh: Warehouse, args: argparse.Namespace) -> pd.DataFrame:
+    from prove_assets.core.audit import audit_sample
+    from prove_assets.storage.audit import audit_pool, read_audit_log
+
+    try:
+        pool = audit_pool(wh, args.shard, args.image)
+    except LookupError as exc:
+        raise SystemExit(str(exc)) from None
+    audited = set(read_audit_log(wh)["qa_id"])
+    return audit_sample(pool, audited, None if args.all else args.n, args.seed)
+
+
+def _show_pair(i: int, total: int, pair: Any) -> None:
+    print(f"\n[{i}/{total}] {pair.qa_id}  (shard {pair.shard}, generator {pair.generator})")
+    print(f"  image:          {pair.image_path or '(no path: image ' + str(pair.image_id) + ')'}")
+    print(f"  question:       {pair.question}")
+    print(f"  answer:         {pair.answer}")
+    print(f"  program output: {pair.program_output}")
+
+
+def cmd_audit(args: argparse.Namespace) -> None:
+    """The human audit of kept pairs: `--report` prints the error rates, `--list` the pairs to
+    audit, `--mark` records one mark; otherwise each pair is shown and a line is read from stdin
+    (`c`, `w`, `i`, `s`, `q`, optionally followed by a note), interactive or piped."""
+    from prove_assets.core.audit import audit_report, latest_marks, parse_answer
+    from prove_assets.orchestration import apply_audit
+    from prove_assets.storage.audit import read_audit_log, record_audit
+
+    wh = open_warehouse(warehouse_location())
+    if args.report:
+        report = audit_report(latest_marks(read_audit_log(wh)))
+        if args.format == "json":
+            print(json.dumps(json.loads(report.to_json(orient="records")), indent=2))
+        else:
+            _print_df(report)
+            print("wrong / irrelevant in % of audited pairs (latest mark each), [lo, hi] = 95% Wilson interval")
+        return
+    if args.mark:
+        qa_id, verdict = args.mark
+        try:
+            shard, action = record_audit(wh, qa_id, verdict, args.note, args.by)
+        except (LookupError, ValueError) as exc:
+            raise SystemExit(str(exc)) from None
+        apply_audit({shard} if action else set(), args.log_level)
+        _audit_done(1, {shard} if action else set())
+        return
+    pairs = _audit_pairs(wh, args)
+    if args.list:
+        if args.format == "json":
+            print(json.dumps(json.loads(pairs.to_json(orient="records")), indent=2))
+        else:
+            _print_df(pairs[["qa_id", "shard", "image_id", "generator", "question", "answer", "program_output"]])
+        return
+    if pairs.empty:
+        print("nothing to audit: every pair of this sample is audited (a larger --n, another --seed or --all)")
+        return
+    print(
+        f"{len(pairs)} pairs to audit. Per pair type c(orrect), w(rong: the answer is not true of the image), "
+        "i(rrelevant: the question does not fit the image), s(kip) or q(uit), optionally followed by a note."
+    )
+    marked, flagged = 0, set()
+    for i, pair in enumerate(pairs.itertuples(), 1):
+        _show_pair(i, len(pairs), pair)
+        answer = None
+        while answer is None:
+            try:
+                line = input("  mark [c/w/i/s/q] (+ note): ")
+            except EOFError:
+                line = "q"
+            try:
+                answer = parse_answer(line)
+            except ValueError as exc:
+                print(f"  {exc}")
+        if answer.action == "quit":
+            break
+        if answer.action == "skip":
+            continue
+        shard, action = record_audit(wh, pair.qa_id, answer.action, answer.note, args.by)
+        marked += 1
+        if action:
+            flagged.add(shard)
+    if marked:
+        apply_audit(flagged, args.log_level)
+    _audit_done(marked, flagged)
+
+
+def _audit_done(marked: int, flagged: set[str]) -> None:
+    print(f"\nrecorded {marked} mark(s) in prove.qa_audit_log; the qa_audit report is updated.")
+    if flagged:
+        print(
+            f"flags changed in {', '.join(sorted(flagged))}: `prove-assets refresh` takes pairs marked wrong or "
+            "irrelevant out of the benchmark (and returns pairs re-marked correct)."
+        )
+
+
 def cmd_register(args: argparse.Namespace) -> None:
     from prove_assets.defs.registry import register_partitions
     from prove_assets.orchestration import get_instance
@@ -405,6 +502,21 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("unflag", help="take a flag back (nothing is deleted: the log keeps both)")
     p.add_argument("qa_id")
     p.set_defaults(func=cmd_flag)
+    p = sub.add_parser("audit", help="a person marks kept QA pairs correct / wrong / irrelevant (the human study)")
+    p.add_argument("--shard", help="only this shard's pairs")
+    p.add_argument("--image", action="append", help="only this image's pairs (repeatable)")
+    p.add_argument("--n", type=int, default=20, help="size of the fixed random sample (default 20)")
+    p.add_argument("--all", action="store_true", help="every kept pair (of --shard / --image), not a sample")
+    p.add_argument("--seed", type=int, default=0, help="which fixed random sample (default 0)")
+    p.add_argument("--by", help="who audits (default: the OS user)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--mark", nargs=2, metavar=("QA_ID", "VERDICT"), help="record one mark: correct|wrong|irrelevant")
+    mode.add_argument("--list", action="store_true", help="print the pairs still to audit, ask nothing")
+    mode.add_argument("--report", action="store_true", help="error rates with 95%% Wilson intervals")
+    p.add_argument("--note", default="", help="with --mark: why")
+    p.add_argument("--format", choices=["table", "json"], default="table", help="for --list and --report")
+    p.add_argument("--log-level", default="WARNING")
+    p.set_defaults(func=cmd_audit)
     p = sub.add_parser("register", help="add registry shards and models as Dagster partitions")
     p.set_defaults(func=cmd_register)
     p = sub.add_parser("export-ledger", help="export the embedded model's recorded calls")

@@ -339,15 +339,22 @@ def flag_qa(qa_id: str, action: str, reason: str, log_level: str = "WARNING") ->
     """Record a person's flag (or unflag) and re-materialize that shard's `qa_flags`, so Dagster
     marks `verified_qa` and what depends on it stale. Returns the shard."""
     from prove_assets.config import warehouse_location
-    from prove_assets.definitions import all_assets
     from prove_assets.storage.flags import record_flag
     from prove_assets.storage.parquet_warehouse import open_warehouse
 
     shard = record_flag(open_warehouse(warehouse_location()), qa_id, action, reason)
+    _materialize_one("qa_flags", shard, log_level, f"recorded the {action}")
+    return shard
+
+
+def _materialize_one(asset: str, partition: str | None, log_level: str, done: str) -> None:
+    """Materialize one asset(-partition) headless; SystemExit (saying what was already done) if it fails."""
+    from prove_assets.definitions import all_assets
+
     res = dg.materialize(
         all_assets,
-        selection=[dg.AssetKey("qa_flags")],
-        partition_key=shard,
+        selection=[dg.AssetKey(asset)],
+        partition_key=partition,
         instance=get_instance(),
         resources=_defs().resources,
         run_config=run_config(log_level),
@@ -355,5 +362,13 @@ def flag_qa(qa_id: str, action: str, reason: str, log_level: str = "WARNING") ->
         tags=RUN_TAGS,
     )
     if not res.success:
-        raise SystemExit(f"recorded the {action}, but materializing qa_flags[{shard}] failed; see the run log")
-    return shard
+        where = f"{asset}[{partition}]" if partition else asset
+        raise SystemExit(f"{done}, but materializing {where} failed; see the run log")
+
+
+def apply_audit(flagged_shards: set[str], log_level: str = "WARNING") -> None:
+    """After audit marks: re-materialize `qa_flags` of the shards whose flags changed (their
+    `verified_qa` turns stale; `refresh` takes the pairs out) and the `qa_audit` report."""
+    for shard in sorted(flagged_shards):
+        _materialize_one("qa_flags", shard, log_level, "recorded the audit marks")
+    _materialize_one("qa_audit", None, log_level, "recorded the audit marks")

@@ -14,8 +14,8 @@ LOG_DDL = f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.qa_flag_log (
     qa_id VARCHAR, shard VARCHAR, action VARCHAR, reason VARCHAR, flagged_by VARCHAR, flagged_at TIMESTAMP)"""
 
 
-def record_flag(wh: Warehouse, qa_id: str, action: str, reason: str = "") -> str:
-    """Append a flag/unflag action; returns the QA pair's shard."""
+def record_flag(wh: Warehouse, qa_id: str, action: str, reason: str = "", flagged_by: str | None = None) -> str:
+    """Append a flag/unflag action (by `flagged_by`, default the OS user); returns the QA pair's shard."""
     if action not in ("flag", "unflag"):
         raise ValueError("action must be flag or unflag")
     found = wh.query(f"SELECT shard FROM {SCHEMA}.verified_qa WHERE qa_id = ?", [qa_id])
@@ -28,7 +28,7 @@ def record_flag(wh: Warehouse, qa_id: str, action: str, reason: str = "") -> str
         "shard": shard,
         "action": action,
         "reason": reason,
-        "flagged_by": getpass.getuser(),
+        "flagged_by": flagged_by or getpass.getuser(),
         "flagged_at": datetime.now(UTC).replace(tzinfo=None),
     }
     wh.append("qa_flag_log", pd.DataFrame([row]).astype({"flagged_at": "datetime64[us]"}))

@@ -1,0 +1,147 @@
+"""The human audit of kept QA pairs (PROVE's human study, kept up to date by the user): which
+pairs to show, how a person's answer reads, which mark counts, and the error-rate report with
+95% Wilson score intervals. Pure Python and pandas; storage lives in `storage/audit.py`.
+
+A person marks a kept pair `correct`, `wrong` (the answer is incorrect for the image) or
+`irrelevant` (the question does not fit the image), as in the paper's study of 794 pairs:
+3.5% of answers incorrect, 1.4% of questions irrelevant (0.6% both)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import pandas as pd
+from scipy.stats import binomtest
+
+VERDICTS = ("correct", "wrong", "irrelevant")
+FLAGGING_VERDICTS = ("wrong", "irrelevant")
+AUDIT_FLAG_PREFIX = "audit:"
+DEFAULT_SAMPLE_SIZE = 20
+DEFAULT_SEED = 0
+CONFIDENCE = 0.95
+# PROVE's human study (paper, "Findings"): 794 QA pairs, 3.5% wrong, 1.4% irrelevant. The
+# counts are those percentages of 794 rounded (28 = 3.53%, 11 = 1.39%); the paper gives rates.
+# Its 0.6% marked both count in both rates there; a mark here is one verdict, wrong first.
+PROVE_STUDY = {"audited": 794, "wrong": 28, "irrelevant": 11}
+# The columns a pair shown for audit carries (generator is 'free' before the column existed).
+PAIR_COLUMNS = (
+    "qa_id", "shard", "image_id", "image_path", "question", "answer", "program_output", "generator",
+)  # fmt: skip
+REPORT_COLUMNS = (
+    "scope", "group", "audited", "correct", "wrong", "irrelevant",
+    "wrong_pct", "wrong_lo", "wrong_hi", "irrelevant_pct", "irrelevant_lo", "irrelevant_hi",
+)  # fmt: skip
+_KEYS = {"c": "correct", "w": "wrong", "i": "irrelevant", "s": "skip", "q": "quit"}
+
+
+@dataclass(frozen=True)
+class AuditAnswer:
+    """One line a person typed: an action (a verdict, `skip` or `quit`) and an optional note."""
+
+    action: str
+    note: str = ""
+
+
+def parse_answer(line: str) -> AuditAnswer:
+    """`c`, `w`, `i`, `s`, `q` or the whole word, then an optional note: `w the mug is blue`.
+    Raises ValueError on anything else (the caller asks again)."""
+    word, _, note = line.strip().partition(" ")
+    action = _KEYS.get(word.lower(), word.lower())
+    if action not in (*VERDICTS, "skip", "quit"):
+        raise ValueError(f"{word!r} is not one of c(orrect), w(rong), i(rrelevant), s(kip), q(uit)")
+    return AuditAnswer(action, note.strip())
+
+
+def normalise_verdict(verdict: str) -> str:
+    """`correct` / `wrong` / `irrelevant` (or their first letter), lower-cased; ValueError otherwise."""
+    try:
+        answer = parse_answer(verdict)
+    except ValueError:
+        answer = AuditAnswer("unknown")
+    if answer.action not in VERDICTS or answer.note:
+        raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, not {verdict!r}")
+    return answer.action
+
+
+def sample_order(qa_ids: pd.Series, seed: int) -> pd.Series:
+    """A seeded random rank per QA pair from a hash of (seed, qa_id). A hash rather than a
+    permutation: a pair's rank does not depend on which other pairs exist, so the sample stays
+    the same when the benchmark grows or an audited pair leaves it."""
+    return qa_ids.map(lambda q: hashlib.sha256(f"{seed}:{q}".encode()).hexdigest())
+
+
+def audit_sample(pool: pd.DataFrame, audited: set[str], n: int | None, seed: int) -> pd.DataFrame:
+    """The fixed random sample of `n` pairs (all when n is None) of `pool`, in sample order,
+    less the pairs already audited. `pool` holds the kept pairs and the pairs audited before
+    (some since flagged), so marking a pair wrong does not pull a new pair into the sample."""
+    if pool.empty:
+        return pool.reindex(columns=list(PAIR_COLUMNS))
+    ranked = pool.assign(_rank=sample_order(pool["qa_id"], seed)).sort_values(["_rank", "qa_id"])
+    chosen = ranked if n is None else ranked.head(n)
+    return chosen[~chosen["qa_id"].isin(audited)].drop(columns="_rank").reset_index(drop=True)
+
+
+def latest_marks(log: pd.DataFrame) -> pd.DataFrame:
+    """One row per QA pair: its latest mark (the log is append-only; a later mark overrides an
+    earlier one, e.g. `wrong` corrected to `correct`). Ties in time keep the later log row."""
+    if log.empty:
+        return log
+    ordered = log.reset_index(drop=True).rename_axis("_row").reset_index()
+    latest = ordered.sort_values(["audited_at", "_row"]).drop_duplicates("qa_id", keep="last")
+    return latest.drop(columns="_row").sort_values("qa_id").reset_index(drop=True)
+
+
+def flag_action(verdict: str, active_flag_reason: str | None) -> str | None:
+    """What the flag log needs after a mark: `flag` for wrong / irrelevant, `unflag` when a pair
+    an audit had flagged is now marked correct (a person's non-audit flag stays), else None."""
+    if verdict in FLAGGING_VERDICTS:
+        return "flag"
+    if active_flag_reason is not None and active_flag_reason.startswith(AUDIT_FLAG_PREFIX):
+        return "unflag"
+    return None
+
+
+def flag_reason(verdict: str, note: str) -> str:
+    """The flag log's reason for an audit mark: `audit: wrong: <note>`."""
+    return f"{AUDIT_FLAG_PREFIX} {verdict}" + (f": {note}" if note else "")
+
+
+def wilson_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The Wilson score interval of a proportion k / n (scipy's), as fractions; NaN for n = 0.
+    Wilson rather than the normal approximation: it stays inside [0, 1] and is honest at 0 of
+    n, the common case for a small audit."""
+    if n == 0:
+        return float("nan"), float("nan")
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def _rates(scope: str, group: str, counts: dict[str, int]) -> dict[str, object]:
+    n = counts["audited"]
+    row: dict[str, object] = {"scope": scope, "group": group, **counts}
+    for verdict in FLAGGING_VERDICTS:
+        lo, hi = wilson_interval(counts[verdict], n)
+        row[f"{verdict}_pct"] = round(100 * counts[verdict] / n, 1) if n else float("nan")
+        row[f"{verdict}_lo"], row[f"{verdict}_hi"] = round(100 * lo, 1), round(100 * hi, 1)
+    return row
+
+
+def audit_report(latest: pd.DataFrame) -> pd.DataFrame:
+    """Error rates of the audited pairs (latest mark each) in percent with 95% Wilson intervals:
+    over all, per shard and per generator, then PROVE's human study for comparison. A pair
+    marked wrong stays in the denominator after its flag takes it out of the benchmark: it was
+    a kept pair when it was audited."""
+    rows = []
+    groups: list[tuple[str, str, pd.DataFrame]] = [("all", "all", latest)]
+    if not latest.empty:
+        generator = latest["generator"].fillna("free") if "generator" in latest else pd.Series("free", latest.index)
+        latest = latest.assign(generator=generator)
+        for scope in ("shard", "generator"):
+            groups += [(scope, str(key), g) for key, g in latest.groupby(scope, sort=True)]
+    for scope, group, g in groups:
+        counts = {"audited": len(g), **{v: int((g["verdict"] == v).sum()) if len(g) else 0 for v in VERDICTS}}
+        rows.append(_rates(scope, group, counts))
+    study = {**PROVE_STUDY, "correct": PROVE_STUDY["audited"] - PROVE_STUDY["wrong"] - PROVE_STUDY["irrelevant"]}
+    rows.append(_rates("PROVE paper", "human study (794 pairs)", study))
+    return pd.DataFrame(rows, columns=list(REPORT_COLUMNS))

@@ -1,0 +1,207 @@
+"""The human audit: sampling, marks, the Wilson report (core, no Dagster), then the CLI over a
+warehouse: piped marks, `--mark`, `--list`, `--report`, and a pair marked wrong flagged (so it
+leaves the benchmark on refresh, through `qa_flags`). stdin is replaced by a text stream, which
+`input()` reads as it reads a pipe."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from prove_assets.core.audit import (
+    audit_report,
+    audit_sample,
+    flag_action,
+    flag_reason,
+    latest_marks,
+    normalise_verdict,
+    parse_answer,
+    wilson_interval,
+)
+
+
+def pool_of(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"qa_id": [f"img-{i:03d}" for i in range(n)], "shard": "s-000"})
+
+
+def test_parse_answer():
+    assert parse_answer("c") == parse_answer("correct ") == parse_answer("C")
+    assert parse_answer("c").action == "correct" and parse_answer("w  the mug is blue ").note == "the mug is blue"
+    assert parse_answer("irrelevant no sky in the photo").action == "irrelevant"
+    assert [parse_answer(x).action for x in ("s", "q", "skip", "quit")] == ["skip", "quit", "skip", "quit"]
+    for bad in ("", "x", "wrongish"):
+        with pytest.raises(ValueError, match="is not one of"):
+            parse_answer(bad)
+    assert normalise_verdict("W") == "wrong"
+    for bad in ("skip", "wrong because", "dunno"):
+        with pytest.raises(ValueError, match="verdict must be"):
+            normalise_verdict(bad)
+
+
+def test_sample_is_fixed_seeded_and_skips_audited_pairs():
+    pool = pool_of(50)
+    first = audit_sample(pool, set(), 10, seed=0)
+    assert len(first) == 10 and first.equals(audit_sample(pool, set(), 10, seed=0))
+    assert set(first["qa_id"]) != set(audit_sample(pool, set(), 10, seed=1)["qa_id"])
+    # Audited pairs are skipped without pulling others in: the sample stays the same 10.
+    rest = audit_sample(pool, set(first["qa_id"][:4]), 10, seed=0)
+    assert list(rest["qa_id"]) == list(first["qa_id"][4:])
+    # A pair's place does not depend on the others: a grown pool keeps the old pairs' order.
+    grown = audit_sample(pool_of(80), set(), None, seed=0)
+    assert [q for q in grown["qa_id"] if q in set(pool["qa_id"])] == list(audit_sample(pool, set(), None, 0)["qa_id"])
+    assert audit_sample(pool.iloc[:0], set(), 10, 0).empty
+
+
+def test_latest_mark_counts():
+    t0 = datetime(2026, 1, 1)
+    log = pd.DataFrame(
+        [
+            {"qa_id": "a", "verdict": "wrong", "audited_at": t0},
+            {"qa_id": "b", "verdict": "correct", "audited_at": t0},
+            {"qa_id": "a", "verdict": "correct", "audited_at": t0 + timedelta(seconds=1)},
+            {"qa_id": "b", "verdict": "irrelevant", "audited_at": t0},  # same time: the later row wins
+        ]
+    )
+    assert dict(zip(*latest_marks(log)[["qa_id", "verdict"]].T.values, strict=True)) == {
+        "a": "correct",
+        "b": "irrelevant",
+    }
+    assert latest_marks(log.iloc[:0]).empty
+
+
+def test_flag_follows_the_mark():
+    assert flag_action("wrong", None) == "flag" and flag_action("irrelevant", "audit: wrong: x") == "flag"
+    assert flag_action("correct", "audit: wrong: red is blue") == "unflag"
+    assert flag_action("correct", "answer is wrong") is None  # a person's own flag stays
+    assert flag_action("correct", None) is None
+    assert (
+        flag_reason("wrong", "red is blue") == "audit: wrong: red is blue"
+        and flag_reason("wrong", "") == "audit: wrong"
+    )
+
+
+def test_wilson_interval():
+    # 0 of 10: [0, z^2 / (n + z^2)] = [0, 0.2775]; the normal approximation would give [0, 0].
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0 and hi == pytest.approx(1.959964**2 / (10 + 1.959964**2), abs=1e-4)
+    # 3 of 20 against the Wilson score formula.
+    z, n, p = 1.959964, 20, 0.15
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    assert wilson_interval(3, 20) == pytest.approx((centre - half, centre + half), abs=1e-6)
+    assert all(v != v for v in wilson_interval(0, 0))
+
+
+def test_audit_report_rates_per_shard_and_generator():
+    marks = pd.DataFrame(
+        {
+            "qa_id": [f"q{i}" for i in range(10)],
+            "shard": ["s-000"] * 6 + ["s-001"] * 4,
+            "generator": ["targeted"] * 5 + [None] * 5,  # before the generator column: 'free'
+            "verdict": ["correct"] * 7 + ["wrong", "wrong", "irrelevant"],
+        }
+    )
+    report = audit_report(marks).set_index(["scope", "group"])
+    overall = report.loc[("all", "all")]
+    assert (overall["audited"], overall["wrong"], overall["irrelevant"]) == (10, 2, 1)
+    assert overall["wrong_pct"] == 20.0 and overall["wrong_lo"] < 20 < overall["wrong_hi"]
+    assert report.loc[("shard", "s-001"), "wrong"] == 2 and report.loc[("shard", "s-000"), "wrong"] == 0
+    assert report.loc[("generator", "free"), "audited"] == 5 and report.loc[("generator", "targeted"), "wrong"] == 0
+    paper = report.loc[("PROVE paper", "human study (794 pairs)")]
+    assert (paper["wrong_pct"], paper["irrelevant_pct"]) == (3.5, 1.4)
+    empty = audit_report(marks.iloc[:0])
+    assert list(empty["scope"]) == ["all", "PROVE paper"] and empty.iloc[0]["audited"] == 0
+
+
+# --- storage and CLI over a warehouse ------------------------------------------------------
+
+
+@pytest.fixture
+def built(instance, prove_home):
+    """A warehouse holding a shard's verified_qa and images as the benchmark writes them (5 kept
+    pairs over 2 sample photos, one discarded pair), with the shard registered. Written directly:
+    the audit reads these tables only, and building them needs no LLM."""
+    from prove_assets.config import SAMPLE_DIR
+    from prove_assets.storage.warehouse import Warehouse
+
+    instance.add_dynamic_partitions("shards", ["mini-000"])
+    wh = Warehouse(prove_home / "warehouse.duckdb")
+    photos = sorted((SAMPLE_DIR / "images").iterdir())[:2]
+    images = pd.DataFrame({"image_id": [p.stem for p in photos], "path": [str(p) for p in photos]})
+    wh.replace_partition("images", images, {"shard": "mini-000"})
+    qa = pd.DataFrame(
+        {
+            "qa_id": [f"{photos[i % 2].stem}-q{i}" for i in range(6)],
+            "image_id": [photos[i % 2].stem for i in range(6)],
+            "question": [f"What color is thing {i}?" for i in range(6)],
+            "answer": [f"Thing {i} is red." for i in range(6)],
+            "program_output": [f"Thing {i} is red." for i in range(6)],
+            "verdict": ["kept"] * 5 + ["answer_mismatch"],
+        }
+    )
+    wh.replace_partition("verified_qa", qa, {"shard": "mini-000"})
+    return wh
+
+
+def test_audit_cli_marks_flags_and_reports(built, monkeypatch, capsys):
+    from prove_assets.cli import main
+
+    wh = built
+    kept = wh.read("verified_qa").query("verdict == 'kept'")
+    assert len(kept) == 5
+    capsys.readouterr()
+
+    main(["audit", "--list", "--format", "json", "--n", "4"])
+    listed = json.loads(capsys.readouterr().out)
+    assert len(listed) == 4 and {p["qa_id"] for p in listed} <= set(kept["qa_id"])
+    assert all(Path(p["image_path"]).is_file() for p in listed) and {p["generator"] for p in listed} == {"free"}
+
+    # Piped stdin: an invalid line is asked again, then wrong (with a note), skip, irrelevant,
+    # correct; the input ends before the 5th pair (EOF quits).
+    monkeypatch.setattr(sys, "stdin", io.StringIO("maybe\nw the cup is blue, not red\ns\ni no such object\nc\n"))
+    main(["audit", "--n", "5", "--by", "tester"])
+    out = capsys.readouterr().out
+    assert "is not one of" in out and "[5/5]" in out and "recorded 3 mark(s)" in out and "prove-assets refresh" in out
+    wrong_id, skipped_id, irrelevant_id, correct_id = (p["qa_id"] for p in listed)
+    log = wh.read("qa_audit_log")
+    assert list(log["verdict"]) == ["wrong", "irrelevant", "correct"] and set(log["audited_by"]) == {"tester"}
+    flags = wh.read("qa_flag_log")
+    assert list(flags["qa_id"]) == [wrong_id, irrelevant_id]
+    assert list(flags["reason"]) == ["audit: wrong: the cup is blue, not red", "audit: irrelevant: no such object"]
+
+    # The skipped pair is still to audit; the marked ones are not.
+    main(["audit", "--list", "--format", "json", "--n", "4"])
+    assert [p["qa_id"] for p in json.loads(capsys.readouterr().out)] == [skipped_id]
+    # The direct form: an unknown pair or verdict is a clear error.
+    with pytest.raises(SystemExit, match="not a kept QA pair"):
+        main(["audit", "--mark", "no-such-pair", "correct"])
+    with pytest.raises(SystemExit, match="verdict must be"):
+        main(["audit", "--mark", correct_id, "dunno"])
+    capsys.readouterr()
+
+    # The CLI materialized qa_flags: verified_qa honours it on refresh (the pair leaves the
+    # benchmark, as `prove-assets flag` does) ...
+    assert set(wh.read("qa_flags", {"shard": "mini-000"})["qa_id"]) == {wrong_id, irrelevant_id}
+    # ... and the audit still counts it: 3 audited, 1 wrong, 1 irrelevant (the table the CLI updated).
+    table = wh.read("qa_audit").set_index(["scope", "group"])
+    assert (table.loc[("all", "all"), "audited"], table.loc[("all", "all"), "wrong"]) == (3, 1)
+    main(["audit", "--report", "--format", "json"])
+    report = {(r["scope"], r["group"]): r for r in json.loads(capsys.readouterr().out)}
+    overall = report[("all", "all")]
+    assert (overall["audited"], overall["wrong"], overall["irrelevant"], overall["correct"]) == (3, 1, 1, 1)
+    assert overall["wrong_pct"] == 33.3 and 0 < overall["wrong_lo"] < 33.3 < overall["wrong_hi"] < 100
+    assert report[("shard", "mini-000")]["audited"] == 3 and ("PROVE paper", "human study (794 pairs)") in report
+
+    # Re-marked correct (the direct form): the latest mark counts and the audit's flag is taken back.
+    main(["audit", "--mark", wrong_id, "c", "--note", "looked again"])
+    assert wh.read("qa_flag_log").iloc[-1]["action"] == "unflag"
+    assert set(wh.read("qa_flags", {"shard": "mini-000"})["qa_id"]) == {irrelevant_id}
+    main(["audit", "--report"])
+    assert "PROVE paper" in capsys.readouterr().out
+    assert audit_report(latest_marks(wh.read("qa_audit_log"))).iloc[0]["wrong"] == 0
