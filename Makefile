@@ -60,6 +60,7 @@ bench: venv
 	$(PY) bench/bench_scoring.py
 	$(PY) bench/bench_gateway.py
 	$(PY) bench/bench_orchestration.py
+	nice $(PY) bench/bench_models.py
 
 lint: venv
 	$(VENV)/bin/ruff check .
