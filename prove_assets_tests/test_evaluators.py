@@ -406,3 +406,24 @@ def test_injected_hallucinations_through_the_deterministic_evaluators():
     summary = perturbation_summary(evaluate_perturbations(cases), prove).set_index("perturbation")
     assert summary.loc["relation_reverse", "PROVE paper"] == 0.0 and summary.loc["relation_reverse", "n"] == 1
     assert summary.loc["paraphrase", "measure"] == "false alarms" and summary.loc["absent_entity", "CHAIR"] == 1.0
+
+
+def test_judges_read_the_same_fixed_sample_of_pairs_for_every_model():
+    """A judgement costs k + 1 requests: a judge reads at most `max_items` responses per partition,
+    the same QA pairs for every model (first by md5 of qa_id); the rest are skipped with the reason."""
+    from prove_assets.defs.evaluators import judge_inputs
+
+    qa = pd.DataFrame(
+        {"qa_id": [f"img-{i}" for i in range(10)], "caption": "A cup.", "question": "What is it?", "image_id": "img"}
+    ).set_index("qa_id")
+    picked = []
+    for model_answer in ("a cup", "a dog"):
+        responses = pd.DataFrame(
+            {"qa_id": list(qa.index), "image_id": "img", "response": model_answer, "error": None}
+        )
+        todo, requests, skipped = judge_inputs("text", responses, qa, max_items=3)
+        assert len(todo) == len(requests) == 3 and len(skipped) == 7
+        assert all("judged sample" in reason for _, reason in skipped)
+        picked.append(sorted(r.qa_id for r in todo))
+    assert picked[0] == picked[1]
+    assert len(judge_inputs("text", responses, qa, max_items=0)[0]) == 10  # 0 = all

@@ -266,6 +266,7 @@ def qa_html(qa: Mapping[str, Any], responses: list[str], answer_tuples: list[str
         f"<span class='badge v-{_e(verdict)}'>{_e(verdict)}</span> "
         f"<span class='badge'>{_e(qa.get('complexity'))} · {_e(qa.get('n_visited'))} nodes</span> "
         f"<span class='badge'>{_e(qtype)}</span>"
+        f"<span class='badge'>{_e(qa.get('generator') or 'free')}{' · repaired' if qa.get('repaired') else ''}</span>"
     )
     program = _e(qa.get("program"))
     out = (

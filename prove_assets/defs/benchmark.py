@@ -225,7 +225,7 @@ def images(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
     group_name="benchmark",
     partitions_def=shard_partitions,
     deps=[images],
-    pool="duckdb",
+    # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(
         ["extract_tuples"],
         caption_chunk_words=CAPTION_CHUNK_WORDS,
@@ -351,7 +351,7 @@ def qa_generation_inputs(graphs: pd.DataFrame) -> list[tuple[str, list[Target], 
     group_name="benchmark",
     partitions_def=shard_partitions,
     deps=[scene_graphs],
-    pool="duckdb",
+    # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(
         ["generate_qa", "word_qa"],
         generator=QA_GENERATOR,
@@ -462,7 +462,7 @@ def repair_request(row: dict[str, Any], candidate: dict[str, Any], target_facts:
         return LLMRequest(
             load_prompt(prompts_dir(), "repair_wording"),
             {
-                "instruction": candidate["instruction"],
+                "instruction": candidate.get("instruction") or "",
                 "facts": "; ".join(t.text for t in target_facts or []) or "(none)",
                 "output": row["program_output"],
                 "question": row["question"],
@@ -491,7 +491,7 @@ def repair_request(row: dict[str, Any], candidate: dict[str, Any], target_facts:
     group_name="benchmark",
     partitions_def=shard_partitions,
     deps=[qa_candidates, scene_graphs, qa_flags],
-    pool="duckdb",
+    # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(
         ["filter_qa", "repair_wording", "repair_program"],
         answer_match_threshold=ANSWER_MATCH_THRESHOLD,
@@ -541,15 +541,8 @@ def verified_qa(
         rows = verify(candidates, facts)
         # One repair round.
         todo = [i for i, row in enumerate(rows) if needs_repair(row)]
-        plans = {c["qa_id"]: c for c in candidates}
-        instructions = _instructions(graphs, candidates)
         requests = [
-            repair_request(
-                rows[i],
-                {**plans[rows[i]["qa_id"]], "instruction": instructions.get(rows[i]["qa_id"], "")},
-                facts[i],
-                SceneGraph.from_json(graphs[rows[i]["image_id"]]).sg_dict,
-            )  # fmt: skip
+            repair_request(rows[i], candidates[i], facts[i], SceneGraph.from_json(graphs[rows[i]["image_id"]]).sg_dict)
             for i in todo
         ]
         with llm.gateway(wh, context) as gw:
@@ -623,29 +616,11 @@ def verified_qa(
     )
 
 
-def _instructions(graphs: dict[str, str], candidates: list[dict[str, Any]]) -> dict[str, str]:
-    """The planner's instruction of each targeted candidate (re-planned: the plan is deterministic)."""
-    out: dict[str, str] = {}
-    plans: dict[str, list[Target]] = {}
-    for c in candidates:
-        if c.get("generator") != "targeted":
-            continue
-        if c["image_id"] not in plans:
-            plans[c["image_id"]] = plan_targets(
-                SceneGraph.from_json(graphs[c["image_id"]]), QA_TARGETS, ABSENT_VOCABULARY
-            )
-        targets = plans[c["image_id"]]
-        i = int(c["pair_index"])
-        if 0 <= i < len(targets):
-            out[c["qa_id"]] = targets[i].instruction
-    return out
-
-
 @dg.asset(
     group_name="benchmark",
     partitions_def=shard_partitions,
     deps=[verified_qa, qa_candidates],
-    pool="duckdb",
+    # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(["extract_tuples"], canonical=canonical_version(), parser=parser_version()),
     kinds={"duckdb", "llm"},
 )

@@ -17,6 +17,8 @@ from prove_assets.backends.endpoints import SettingNames
 from prove_assets.backends.llm import LLMGateway, LLMSettings
 from prove_assets.backends.responders import Question, load_models, respond
 from prove_assets.config import models_file, prompts_dir
+from prove_assets.core.construction.canonical import canonical_version
+from prove_assets.core.construction.parse_extract import parser_version
 from prove_assets.core.scoring import Score, paper_score, question_type
 from prove_assets.core.strict import StrictEntailment, strict_score, strict_scorer_version
 from prove_assets.defs.benchmark import (
@@ -125,14 +127,15 @@ def model_responses(
     group_name="evaluation",
     partitions_def=shard_model_partitions,
     deps=[model_responses],
-    code_version=code_version(["extract_tuples"]),
+    code_version=code_version(["extract_tuples"], canonical=canonical_version(), parser=parser_version()),
     kinds={"duckdb", "llm"},
 )
 def response_tuples(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
 ) -> dg.MaterializeResult:
-    """Tuples g(Â) extracted from each response with the same prompt as captions and answers.
-    An empty response has no tuples; a failed extraction is one row with the error."""
+    """Tuples g(Â) extracted from each response with the same prompt and canonicalisation as
+    captions and answers. An empty response has no tuples; a failed extraction is one row with
+    the error."""
     wh = warehouse.get()
     keys, texts = response_tuple_inputs(wh.read("model_responses", partition_columns(context)))
     return extract_and_write(context, wh, llm, "response_tuples", texts, keys, ["qa_id", "image_id"], "responses")

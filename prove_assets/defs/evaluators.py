@@ -5,6 +5,9 @@ Judges are chosen in the asset's run config (`JudgeConfig`), defaulting from the
 
 - `PROVE_JUDGES`: comma-separated `text` (LLM judge given the caption), `vlm` (judge given the
   image), or `none`; default `text`, plus `vlm` when `PROVE_JUDGE_VLM_BASE_URL` is set;
+- `PROVE_JUDGE_MAX_ITEMS` (default 6): a judge reads at most this many responses per shard x model,
+  the same QA pairs for every model (a fixed sample by hash of qa_id): with k samples a judgement
+  costs k + 1 requests, more than everything else a response needs (0 = all);
 - `PROVE_JUDGE_SAMPLES` (k, default 3): each judgement is asked again k times at
   `PROVE_JUDGE_TEMPERATURE` (default 0.7) with seeds 1..k, for self-consistency; the judgement
   itself is at temperature 0;
@@ -15,6 +18,7 @@ The text judge uses the benchmark LLM (the `llm` resource: the embedded model of
 judge call goes through the recorded, cached gateway like any other LLM call.
 """
 
+import hashlib
 import json
 import os
 from dataclasses import replace
@@ -73,6 +77,7 @@ def _env_judges() -> list[str]:
 
 JUDGES = _env_judges()
 JUDGE_SAMPLES = int(os.environ.get("PROVE_JUDGE_SAMPLES", "3"))
+JUDGE_MAX_ITEMS = int(os.environ.get("PROVE_JUDGE_MAX_ITEMS", "6"))
 JUDGE_TEMPERATURE = float(os.environ.get("PROVE_JUDGE_TEMPERATURE", "0.7"))
 JUDGE_VLM_MODEL = os.environ.get("PROVE_JUDGE_VLM_MODEL") or None
 
@@ -82,6 +87,9 @@ class JudgeConfig(dg.Config):
 
     judges: list[str] = Field(default_factory=lambda: list(JUDGES), description="text and/or vlm; empty = none")
     samples: int = Field(default=JUDGE_SAMPLES, description="k repeated judgements for self-consistency (0 = off)")
+    max_items: int = Field(
+        default=JUDGE_MAX_ITEMS, description="responses judged per shard x model, a fixed sample by qa_id (0 = all)"
+    )
     sample_temperature: float = Field(default=JUDGE_TEMPERATURE, description="temperature of the k samples")
     vlm_base_url: str | None = Field(default_factory=lambda: os.environ.get("PROVE_JUDGE_VLM_BASE_URL") or None)
     vlm_model: str | None = Field(default=JUDGE_VLM_MODEL)
@@ -292,17 +300,24 @@ def judge_variants(settings: LLMSettings, samples: int, temperature: float) -> l
     return [settings] + [replace(settings, temperature=temperature, seed=s) for s in range(1, samples + 1)]
 
 
-def judge_inputs(kind: str, responses: pd.DataFrame, qa: pd.DataFrame) -> tuple[list[Any], list[LLMRequest], list]:
+def judge_inputs(
+    kind: str, responses: pd.DataFrame, qa: pd.DataFrame, max_items: int = JUDGE_MAX_ITEMS
+) -> tuple[list[Any], list[LLMRequest], list]:
     """The responses a judge of `kind` judges, one request each (`judge_request`), and the ones it
-    skips with the reason (an error, a pair no longer kept, an empty response, an unreadable image).
-    `qa` is the shard's kept pairs indexed by qa_id. `prove-assets plan` uses it too."""
+    skips with the reason (an error, a pair no longer kept, an empty response, an unreadable image,
+    outside the judged sample). `qa` is the shard's kept pairs indexed by qa_id; the sample is the
+    first `max_items` of them by md5 of qa_id, so every model is judged on the same pairs.
+    `prove-assets plan` uses it too."""
     todo: list[Any] = []
     requests: list[LLMRequest] = []
+    ranked = sorted(qa.index, key=lambda q: hashlib.md5(str(q).encode()).hexdigest())
+    sampled = set(ranked[:max_items] if max_items > 0 else ranked)
     skipped: list[tuple[Any, str]] = []
     for r in responses.itertuples():
         text = r.response.strip() if isinstance(r.response, str) else ""
         reason = r.error or (None if r.qa_id in qa.index else "QA pair no longer kept")
         reason = reason or (None if text else "empty response: nothing to judge")
+        reason = reason or (None if r.qa_id in sampled else f"not in the judged sample (max_items={max_items})")
         if reason:
             skipped.append((r, reason))
             continue
@@ -360,6 +375,7 @@ def run_judge(
         ["judge_text", "judge_vlm"],
         judges=",".join(JUDGES),
         samples=JUDGE_SAMPLES,
+        max_items=JUDGE_MAX_ITEMS,
         temperature=JUDGE_TEMPERATURE,
         vlm_model=JUDGE_VLM_MODEL,
         max_tokens=JUDGE_MAX_TOKENS,
@@ -385,7 +401,7 @@ def judge_scores(
     sent = cached = 0
     for kind in config.judges:
         settings = _judge_settings(kind, config, llm)
-        todo, requests, skipped = judge_inputs(kind, resp, qa)
+        todo, requests, skipped = judge_inputs(kind, resp, qa, config.max_items)
         judged, samples, s_sent, s_cached = run_judge(
             context, wh, kind, settings, requests, config.samples, config.sample_temperature, llm.use_ledger
         )

@@ -118,6 +118,8 @@ def format_lineage(d: dict[str, Any]) -> str:
         f"  raw output: {str(gen.get('response'))[:600]}{' ...' if len(str(gen.get('response'))) > 600 else ''}",
         *([f"  ERROR {gen['error']}"] if gen.get("error") else []),
         "",
+        f"GENERATOR {qa.get('generator')}   KIND {qa.get('kind')}   REPAIRED {qa.get('repaired')}"
+        + (f" (repair call {qa.get('repair_call_id')})" if qa.get("repair_call_id") else ""),
         f"QUESTION  {qa.get('question')}",
         f"ANSWER    {qa.get('answer')}",
         "PROGRAM",

@@ -87,6 +87,7 @@ CANDIDATE_COLUMNS = [
     "generator",
     "kind",
     "facts",
+    "instruction",
     "call_id",
     "error",
 ]
@@ -107,6 +108,7 @@ def targeted_rows(
             "generator": "targeted",
             "kind": target.kind,
             "facts": facts_json(target.facts),
+            "instruction": target.instruction,
             "call_id": call_id,
         }
         if pair is None:
@@ -127,7 +129,8 @@ def free_rows(
     image_id: str, pairs: Sequence[dict[str, str]] | None, call_id: str | None, error: str | None
 ) -> list[dict[str, Any]]:
     """Candidate rows of the paper's free generation for one image."""
-    base = {"image_id": image_id, "generator": "free", "kind": None, "facts": None, "call_id": call_id}
+    base = {"image_id": image_id, "generator": "free", "kind": None, "facts": None, "instruction": None,
+            "call_id": call_id}  # fmt: skip
     if error or not pairs:
         return [{**base, "qa_id": f"{image_id}-failed", "pair_index": -1, "question": None, "answer": None,
                  "program": None, "error": error or "no pairs"}]  # fmt: skip
