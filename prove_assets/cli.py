@@ -198,7 +198,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
     if args.format == "json":
         print(table.to_json(orient="records", indent=2))
         return
-    _print_df(table)
+    _print_df(table.where(table.notna(), "-"))
     print("requests: what the step asks; cached: answered by a recorded call (prove.llm_calls, or the recorded ledger")
     print("for the embedded model); to send: new requests. ~ = an estimate (inputs not built yet), ? = not known yet.")
     if not plan.priced:

@@ -14,6 +14,7 @@ count is estimated (one request per image, per kept pair, ...) and marked `estim
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,8 +79,9 @@ class Plan:
         df = pd.DataFrame(records)
         if df.empty:
             return df
+        df = df.astype(object).where(df.notna(), None)
         for col in ("in tokens", "out tokens"):
-            df[col] = df[col].astype("Int64")
+            df[col] = [None if v is None else int(v) for v in df[col]]
         total = {"step": "TOTAL", "partition": "", "llm": "", "basis": ""}
         for col in (
             "requests",
@@ -105,7 +107,7 @@ def _number(value: Any) -> float | None:
     if isinstance(value, str):
         value = value.lstrip("~")
         return None if value in ("?", "") else float(value)
-    return None if value is None or value != value else float(value)
+    return None if value is None or pd.isna(value) else float(value)
 
 
 def _round(x: float) -> float | int:
@@ -132,9 +134,10 @@ class Planner:
         self.use_ledger = use_ledger = llm.use_ledger
         self.recorded = RecordedCalls(wh, LEDGER_PATH if use_ledger and llm_settings.embedded else None)
         self.ledger = PlanLedger()
-        self.profiles: dict[tuple[str, str | None], UsageProfile] = usage_profiles(
-            self.recorded.usage_rows(use_ledger and llm_settings.embedded)
-        )
+        usage = self.recorded.usage_rows(use_ledger and llm_settings.embedded)
+        self.profiles: dict[tuple[str, str | None], UsageProfile] = usage_profiles(usage)
+        # Recorded calls per (prompt, version, model): how many an estimated step may find answered.
+        self.recorded_versions = Counter((r["prompt_name"], r["prompt_version"], r["model"]) for r in usage)
         self.plan = Plan(priced=llm_price() is not None)
 
     # --- helpers --------------------------------------------------------------------------------
@@ -214,6 +217,9 @@ class Planner:
         elif n is not None:
             est = Estimate(None, None, None, None, "nothing recorded for this prompt")
         note = f"{why}; {est.basis if est else 'count unknown'}"
+        recorded = self.recorded_versions[(prompt, load_prompt(prompts_dir(), prompt).version, settings.model)]
+        if recorded:
+            note += f"; {recorded} recorded calls of this prompt version and model may answer some"
         self.plan.rows.append(PlanRow(step, partition, settings.model, prompt, n, None, n, est, exact=False, note=note))
 
     # --- construction (build_benchmark, one shard) -------------------------------------------------
@@ -271,12 +277,25 @@ class Planner:
 
         if stable:
             kept = qa[qa["verdict"] == "kept"]
-            self.dry_run("answer_tuples", shard, [benchmark.tuples_request(a) for a in kept["answer"]])
+            self.dry_run(
+                "answer_tuples", shard, [benchmark.tuples_request(a) for a in self._extracted_answers(shard, kept)]
+            )
         else:
             kept_n = int((qa["verdict"] == "kept").sum()) if len(qa) else None
             why = "kept pairs not known yet: one request per kept pair"
             self.estimated("answer_tuples", shard, "extract_tuples", kept_n, why)
         return stable and self._settled()
+
+    def _extracted_answers(self, shard: str, kept: pd.DataFrame) -> list[str]:
+        """The kept answers `answer_tuples` sends to tuple extraction: a planned pair's answer
+        tuples are its target's facts (no request), a freely generated pair's answer is
+        extracted. Mirrors the selection inside the asset (defs/benchmark.answer_tuples), which
+        exposes no request builder for it."""
+        cands = self.wh.read("qa_candidates", {"shard": shard})
+        if "facts" not in cands:
+            return list(kept["answer"])
+        facts = dict(zip(cands["qa_id"], cands["facts"], strict=True))
+        return [a for q, a in zip(kept["qa_id"], kept["answer"], strict=True) if not _has_facts(facts.get(q))]
 
     def _settled(self) -> bool:
         """Whether the last step's output stays as it is (exactly known, nothing to send)."""
@@ -298,6 +317,9 @@ class Planner:
             "AND model = ? AND call_id IN (SELECT unnest(?::VARCHAR[]))",
             [prompt.version, self.llm.model, ids],
         )
+        # The step may make one request per row rather than per `unit` (e.g. a per-pair filter):
+        # then its recorded call ids are the count.
+        requests = max(requests, len(ids))
         cached = min(requests, int(calls["n"].iloc[0])) if ids else 0
         to_send = requests - cached
         profile = pick_profile(self.profiles, prompt_name, self.llm.model)
@@ -329,7 +351,8 @@ class Planner:
                 )
             self.estimated("response_tuples", part, "extract_tuples", kept_n, why)
             for kind in config.judges:
-                self.estimated("judge_scores", part, f"judge_{kind}", kept_n, why)
+                n = kept_n * (1 + config.samples) if kept_n is not None else None  # a judgement + k samples each
+                self.estimated("judge_scores", part, f"judge_{kind}", n, why)
             return
         questions = [Question(r.qa_id, r.question, r.answer, r.caption, r.path) for r in qs.itertuples()]
         unknown = 0  # responses a run would get from the model: their text is not known yet
@@ -407,6 +430,10 @@ class Planner:
             settings, _, _ = response_requests(spec, [], prompts_dir())
             return settings, model_price(spec)
         return None, llm_price()
+
+
+def _has_facts(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and value != value) and bool(value)
 
 
 def _response(result: Any) -> Any:

@@ -55,8 +55,9 @@ class RecordedCalls:
         return found
 
     def usage_rows(self, use_ledger: bool) -> list[dict[str, Any]]:
-        """(prompt_name, model, message chars, usage, latency) of every successful call with usage."""
-        cols = "call_id, prompt_name, model, length(messages) AS chars, usage, latency_s, source"
+        """(prompt_name, prompt_version, model, message chars, usage, latency) of every successful
+        call with usage."""
+        cols = "call_id, prompt_name, prompt_version, model, length(messages) AS chars, usage, latency_s, source"
         try:
             rows = self.warehouse.query(
                 f"SELECT {cols} FROM {SCHEMA}.llm_calls WHERE error IS NULL AND usage IS NOT NULL"
@@ -67,7 +68,10 @@ class RecordedCalls:
         if use_ledger:
             rows += [
                 {
-                    **{k: r.get(k) for k in ("call_id", "prompt_name", "model", "usage", "latency_s", "source")},
+                    **{
+                        k: r.get(k)
+                        for k in ("call_id", "prompt_name", "prompt_version", "model", "usage", "latency_s", "source")
+                    },
                     "chars": len(r.get("messages") or ""),
                 }
                 for r in self._ledger.values()
