@@ -161,7 +161,12 @@ def tuples_request(text: str) -> LLMRequest:
 
 
 def tuples_by(df: pd.DataFrame, key: str) -> dict[str, list[SceneTuple]]:
+    """SceneTuples per `key` value, in the order they were written (`tuple_index`): a table read
+    returns rows in no fixed order, and the scene graph, its planned targets and so the LLM
+    requests follow the tuples' order (an unordered read made a fresh process plan other targets)."""
     ok = df[df["error"].isna()] if "error" in df else df
+    if "tuple_index" in ok:
+        ok = ok.sort_values([key, "tuple_index"], kind="stable")
     # One to_dict over the frame, grouped in Python: a to_dict per pandas group cost ~3 ms each,
     # 11 s of a 100-image run (bench_orchestration).
     groups: dict[str, list[dict[str, Any]]] = {}
