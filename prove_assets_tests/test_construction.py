@@ -8,7 +8,7 @@ import pytest
 
 from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
 from prove_assets.core.construction.generation import parse_pair, target_text, targeted_rows
-from prove_assets.core.construction.targets import KINDS, CaptionCheck, plan_targets
+from prove_assets.core.construction.targets import KINDS, CaptionCheck, plan_targets, where_program
 from prove_assets.core.construction.verify import judge_pair, missing_facts, output_problem
 from prove_assets.core.quality import gold_aliases, still_right_on_gold
 from prove_assets.core.sandbox import Sandbox
@@ -271,3 +271,32 @@ def test_parser_reads_attributes_counts_text_and_relations_from_grammar() -> Non
     combined = _texts(combine(llm, text))
     assert "boy holding net" in combined  # the LLM's relations are kept
     assert "sign is red" not in combined  # its attributes are not (the parser's are better: docs/construction.md)
+
+
+def test_gold_graph_files_the_same_fact_under_the_extracted_type_and_predicate(sandbox: Sandbox) -> None:
+    from prove_assets.core.quality import aligned_gold_graph
+    from prove_assets.core.scoring import SentenceEmbedder
+    from prove_assets.core.strict import StrictEntailment
+
+    judge = StrictEntailment(SentenceEmbedder())
+    gold = parse_tuples(
+        {
+            "attributes": [["woman", "expression", "smiling"], ["cup", "color", "red"]],
+            "relations": [["cup", "spatial", "on top of", "saucer"]],
+        }
+    )
+    extracted = SceneGraph.from_tuples(
+        CAPTION,
+        parse_tuples(
+            {
+                "attributes": [["woman", "state", "smiling"], ["cup", "state", "blue"]],
+                "relations": [["cup", "spatial", "on", "saucer"]],
+            }
+        ),
+    )
+    sg = aligned_gold_graph(CAPTION, gold, extracted, judge)
+    assert sg.get_attributes("woman").get("state") == "smiling"  # gold's fact, filed under the extracted type
+    assert "state" not in sg.get_attributes("cup")  # blue is not entailed by red: nothing added
+    assert "on" in sg.get_outgoing_relations("cup")["saucer"]["spatial"]
+    where = sandbox.run(where_program("cup"), sg.to_json())
+    assert where.output == "The cup is on top of the saucer and on the saucer."

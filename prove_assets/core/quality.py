@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -118,3 +119,44 @@ def still_right_on_gold(answer: str, gold_output: str | None, similarity: float,
         if cls in said and cls in gold and not (said[cls] & gold[cls]):
             return False, f"{cls} differs: {', '.join(sorted(said[cls]))} vs {', '.join(sorted(gold[cls]))}"
     return True, "same answer"
+
+
+def aligned_gold_graph(caption: str, gold_tuples: Sequence[SceneTuple], extracted: Any, judge: Any) -> Any:
+    """The gold scene graph that a program written for the `extracted` graph can fairly run on:
+    extracted entity names mapped to gold ones (`gold_aliases`), and a gold fact that the
+    extracted graph files under another attribute type ("smiling" as state, not expression) or
+    another predicate ("on", not "on top of") also filed under that one, when the strict scorer
+    says the gold fact entails the extracted one. Only gold's own values are used."""
+    from prove_assets.core.scene_graph import SceneGraph
+    from prove_assets.core.tuples import tuples_to_sg_dict
+
+    gold_entities = list(dict.fromkeys(t.entity for t in gold_tuples))
+    aliases = gold_aliases(extracted.get_entities(), gold_entities, judge.same_entity, judge.similarity)
+
+    def gold_name(name: str | None) -> str | None:
+        return name if name in gold_entities else aliases.get(name or "")
+
+    extra: list[SceneTuple] = []
+    for entity, data in extracted.sg_dict.items():
+        g = gold_name(entity)
+        if g is None:
+            continue
+        for typ, values in (data.get("attributes") or {}).items():
+            for value in str(values).split(", "):
+                claim = SceneTuple("attribute", g, attribute_type=typ, value=value)
+                for fact in (
+                    t for t in gold_tuples if t.kind == "attribute" and t.entity == g and t.attribute_type != typ
+                ):
+                    if judge.entails([fact], claim).entailed:
+                        extra.append(SceneTuple("attribute", g, attribute_type=typ, value=fact.value))
+        for target, rels in (data.get("relations_to") or {}).items():
+            gt = gold_name(target)
+            for typ, preds in rels.items():
+                for pred in preds if isinstance(preds, list) else [preds]:
+                    claim = SceneTuple("relation", g, relation_type=typ, predicate=pred, target=gt)
+                    same = [t for t in gold_tuples if t.kind == "relation" and t.entity == g and t.target == gt]
+                    if gt and any(judge.entails([fact], claim).entailed for fact in same):
+                        extra.append(claim)
+    sg = SceneGraph(caption, tuples_to_sg_dict([*gold_tuples, *extra]))
+    sg.aliases = aliases
+    return sg

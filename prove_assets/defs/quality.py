@@ -9,7 +9,7 @@ import pandas as pd
 from prove_assets.config import SAMPLE_DIR
 from prove_assets.core.calibration import Source, calibration_version, evaluate, make_cases, summarize
 from prove_assets.core.construction.parse_extract import extractor_setting, parser_version
-from prove_assets.core.quality import KINDS, extraction_quality, gold_aliases, load_gold, still_right_on_gold
+from prove_assets.core.quality import KINDS, aligned_gold_graph, extraction_quality, load_gold, still_right_on_gold
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.scoring import paper_score
 from prove_assets.core.strict import StrictEntailment, strict_score, strict_scorer_version
@@ -135,7 +135,7 @@ def _has_table(wh: Warehouse, table: str) -> bool:
     group_name="reports",
     deps=[caption_tuples, verified_qa, images],
     pool="duckdb",
-    code_version=f"2-{parser_version()}",
+    code_version=f"3-{parser_version()}",
     kinds={"duckdb", "python"},
 )
 def construction_quality(
@@ -147,11 +147,12 @@ def construction_quality(
     """The LLM steps of construction against the sample's hand-written gold tuples, per LLM model
     and extractor setting: tuple extraction precision / recall / F1 (entities, attributes,
     relations), and the share of kept QA pairs whose program, run on the gold scene graph, still
-    gives the kept answer (entity names matched as the strict scorer matches them; the output must
-    state something, be similar, and contradict none of the answer's colours, materials, numbers
-    or text), per generator. Only images whose caption is a hand-written sample caption are
-    measured. Rows of other LLM models or extractor settings (`PROVE_PARSE_EXTRACTOR`) are kept,
-    so swapping either shows its effect side by side."""
+    gives the kept answer (entity names, attribute types and predicates matched as the strict
+    scorer matches them, `aligned_gold_graph`; the output must state something, be similar, and
+    contradict none of the answer's colours, materials, numbers or text), per generator. Only
+    images whose caption is a hand-written sample caption are measured. Rows of other LLM models
+    or extractor settings (`PROVE_PARSE_EXTRACTOR`) are kept, so swapping either shows its effect
+    side by side."""
     wh = warehouse.get()
     embedder = embeddings.get()
     gold = load_gold(SAMPLE_DIR)
@@ -179,9 +180,9 @@ def construction_quality(
         extracted = {g.image_id: SceneGraph.from_json(g.scene_graph) for g in wh.read("scene_graphs").itertuples()}
         gold_graphs = {}
         for image_id in set(kept["image_id"]):
-            sg = SceneGraph.from_tuples(gold[image_id].caption, gold[image_id].tuples)
-            names = extracted[image_id].get_entities() if image_id in extracted else []
-            sg.aliases = gold_aliases(names, sg.get_entities(), judge.same_entity, judge.similarity)
+            sg = aligned_gold_graph(
+                gold[image_id].caption, gold[image_id].tuples, extracted.get(image_id, SceneGraph()), judge
+            )
             gold_graphs[image_id] = sg.to_json()
         with sandbox.open() as sb:
             runs = sb.run_many([(r.program, gold_graphs[r.image_id]) for r in kept.itertuples()])
