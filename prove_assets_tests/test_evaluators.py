@@ -259,8 +259,11 @@ def test_evaluators_end_to_end(instance, scripted_llm, prove_home, capsys):
         judge_requests = [
             b for b in scripted_llm.requests[before:] if "evaluating whether a model" in b["messages"][0]["content"]
         ]
-        # the judgement at temperature 0, then k = 3 samples with seeds 1..3 at temperature > 0
-        assert len(judge_requests) == 4 * kept
+        # the judgement at temperature 0, then k = 3 samples with seeds 1..3 at temperature > 0, on the
+        # judged sample of at most JUDGE_MAX_ITEMS pairs
+        from prove_assets.defs.evaluators import JUDGE_MAX_ITEMS
+
+        assert len(judge_requests) == 4 * min(kept, JUDGE_MAX_ITEMS)
         assert sorted({(b["temperature"], b["seed"]) for b in judge_requests}) == [
             (0.0, 0),
             (0.7, 1),
@@ -278,7 +281,12 @@ def test_evaluators_end_to_end(instance, scripted_llm, prove_home, capsys):
     assert (blind["chair_i"] > 0).all()
 
     js = wh.read("judge_scores")
-    assert len(js) == 2 * kept and set(js["judge"]) == {"text"} and js["error"].isna().all()
+    assert len(js) == 2 * kept and set(js["judge"]) == {"text"}
+    skipped = js[js["error"].notna()]
+    assert skipped["error"].str.contains("judged sample").all()
+    js = js[js["error"].isna()]
+    assert len(js) == 2 * min(kept, JUDGE_MAX_ITEMS)
+    assert set(js.loc[js["model"] == "gold", "qa_id"]) == set(js.loc[js["model"] == "blind", "qa_id"])
     assert js["score"].between(1, 5).all()
     assert all(len(json.loads(s)) == 3 for s in js["samples"])
     # the scripted judge lowers odd seeds by one point: spread is seen wherever the score is above 1
@@ -345,6 +353,7 @@ def test_vlm_judge_sees_the_image(instance, scripted_llm, prove_home):
     assert "Description of the image" not in last[1]["text"]
     wh = Warehouse(prove_home / "warehouse.duckdb")
     js = wh.read("judge_scores")
+    js = js[js["error"].isna()]  # the judged sample (the other responses are skipped with the reason)
     assert set(js["judge"]) == {"vlm"} and (js["score"] == 3).all() and set(js["judge_model"]) == {"scripted-vlm"}
     calls = wh.query("SELECT model, messages FROM prove.llm_calls WHERE prompt_name = 'judge_vlm'")
     assert len(calls) == 2 * len(js) and "<image sha256=" in calls["messages"].iloc[0]
@@ -418,9 +427,7 @@ def test_judges_read_the_same_fixed_sample_of_pairs_for_every_model():
     ).set_index("qa_id")
     picked = []
     for model_answer in ("a cup", "a dog"):
-        responses = pd.DataFrame(
-            {"qa_id": list(qa.index), "image_id": "img", "response": model_answer, "error": None}
-        )
+        responses = pd.DataFrame({"qa_id": list(qa.index), "image_id": "img", "response": model_answer, "error": None})
         todo, requests, skipped = judge_inputs("text", responses, qa, max_items=3)
         assert len(todo) == len(requests) == 3 and len(skipped) == 7
         assert all("judged sample" in reason for _, reason in skipped)

@@ -266,6 +266,22 @@ REAL_PROMPT_VALUES = {
         "response": "The cup is blue.",
     },
     "judge_vlm": {"question": "What color is the cup?", "response": "The cup is blue."},
+    "word_qa": {"target": "Ask about the color of the cup. Facts: cup is red"},
+    "repair_wording": {
+        "instruction": "Ask about the color of the cup.",
+        "facts": "cup is red",
+        "output": "The cup is red.",
+        "question": "What is on the table?",
+        "answer": "A cup.",
+        "problem": "answer_mismatch: the answer does not state: cup is red",
+    },
+    "repair_program": {
+        "sg_dict": json.dumps({"cup": {"attributes": {"color": "red"}, "relations_to": {}}}),
+        "question": "What color is the cup?",
+        "answer": "The cup is red.",
+        "program": "def execute_command(scene_graph):\n    return 'unknown'",
+        "problem": "empty_output: program output 'unknown' states nothing",
+    },
 }
 
 
