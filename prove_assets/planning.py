@@ -27,6 +27,7 @@ from prove_assets.config import LEDGER_PATH, datasets_file, models_file, prompts
 from prove_assets.core.cost import Estimate, Price, UsageProfile, estimate, pick_profile, usage_profiles
 from prove_assets.core.datasets import Record, load_registry, parse_shard_key, read_shard
 from prove_assets.core.prompts import load_prompt
+from prove_assets.defs.settings import QA_FILTER, QA_TARGETS
 from prove_assets.storage.warehouse import Warehouse
 
 # Verdicts of the pairs the post-processing filter judged (it judges the pairs whose program output
@@ -267,12 +268,14 @@ class Planner:
         stable = stable and self._settled()
 
         qa = self.wh.read("verified_qa", {"shard": shard})
-        if stable and len(qa):
-            groups = qa.loc[qa["verdict"].isin(FILTERED_VERDICTS), "image_id"].nunique()
-            self._recorded_calls("verified_qa", shard, "filter_qa", "filter_call_id", groups, "one request per image")
+        if QA_FILTER != "llm":
+            pass  # the deterministic post-filter (PROVE_QA_FILTER=rules) sends nothing
+        elif stable and len(qa):
+            verified = int(qa["verdict"].isin(FILTERED_VERDICTS).sum())
+            self._recorded_calls("verified_qa", shard, "filter_qa", "filter_call_id", verified, "one request a pair")
         else:
-            why = "QA pairs not verified yet: up to one request per image"
-            self.estimated("verified_qa", shard, "filter_qa", len(ok_images), why)
+            why = "QA pairs not verified yet: one request per verified pair, about one per target"
+            self.estimated("verified_qa", shard, "filter_qa", len(ok_images) * QA_TARGETS, why)
         stable = stable and self._settled()
 
         if stable:

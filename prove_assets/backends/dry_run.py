@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,10 @@ class DryRunGateway(LLMGateway):
         self.run_id = None
         self.log = lambda msg: None
         self.sent = self.cached = self.failed = 0
+        # The failure counters LLMGateway.run keeps (dry runs never fail, but run() updates them).
+        self.requests = 0
+        self.errors: Counter[str] = Counter()
+        self.error_kinds: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Lock] = {}
         self._client = None
