@@ -111,7 +111,8 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("-", " "))
 
 
-def _singular(word: str) -> str:
+def singular(word: str) -> str:
+    """A plural noun's singular, by spelling ("galaxies" -> galaxy, "boxes" -> box)."""
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
     if len(word) > 3 and word.endswith(("ches", "shes", "xes", "sses")):
@@ -121,7 +122,7 @@ def _singular(word: str) -> str:
 
 def name_key(name: str) -> tuple[str, ...]:
     """Words of a name with plurals folded: "tire" and "tires" are one entity."""
-    return tuple(_singular(w) for w in _words(name))
+    return tuple(singular(w) for w in _words(name))
 
 
 def clean_name(name: str) -> str:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from prove_assets.core.construction.canonical import name_key
+from prove_assets.core.construction.canonical import name_key, singular
 from prove_assets.core.construction.verify import COMPLEX_NODES
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.strict import class_words
@@ -101,16 +101,8 @@ def words_are_number(value: str) -> bool:
     return bool(class_words(value).get("number"))
 
 
-def _stem(word: str) -> str:
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) else word
-
-
 def _tokens(text: str) -> list[str]:
-    return [_stem(w) for w in _WORD.findall(text.lower().replace("-", " "))]
+    return [singular(w) for w in _WORD.findall(text.lower().replace("-", " "))]
 
 
 def _stems(text: str) -> set[str]:
