@@ -146,6 +146,20 @@ def test_asset_check_fails_the_step_when_all_requests_fail_and_warns_on_some(
     materialized = {e.asset_key.to_user_string() for e in res.get_asset_materialization_events()}
     assert materialized == {"images", "caption_tuples", "qa_flags"}  # nothing built on top of the errors
 
+    # What the UI shows: the check's latest execution through Dagster's GraphQL (the webserver's schema).
+    from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
+
+    from prove_assets.config import PROJECT_ROOT
+
+    query = """query ($key: AssetKeyInput!) { assetCheckExecutions(assetKey: $key, checkName: "llm_requests_failed",
+      limit: 1) { status evaluation { severity success description partition } } }"""
+    with define_out_of_process_context(str(PROJECT_ROOT / "workspace.yaml"), None, instance) as context:
+        result = execute_dagster_graphql(context, query, {"key": {"path": ["caption_tuples"]}})
+    (execution,) = result.data["assetCheckExecutions"]
+    assert execution["status"] == "FAILED" and execution["evaluation"]["severity"] == "ERROR"
+    assert execution["evaluation"]["partition"] == "mini-000"
+    assert execution["evaluation"]["description"].startswith(f"all {scripted_llm.chat_requests} LLM requests failed")
+
     # Healthy endpoint but one request in a handful fails: the step goes on, the check warns.
     scripted_llm.fail_all = None
     scripted_llm.faults.append(lambda body: REFUSES_IMAGES[:1] + ({},) + REFUSES_IMAGES[1:])
