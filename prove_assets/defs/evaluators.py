@@ -28,7 +28,8 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from prove_assets.backends.llm import LLMGateway, LLMRequest, LLMResult, LLMSettings
+from prove_assets.backends.endpoints import CONSTRUCTION_LLM, JUDGE_VLM
+from prove_assets.backends.llm import LLMRequest, LLMResult, LLMSettings
 from prove_assets.backends.responders import image_data_url, load_models
 from prove_assets.config import LEDGER_PATH, models_file, prompts_dir
 from prove_assets.core.calibration import make_cases
@@ -60,7 +61,7 @@ from prove_assets.defs.common import content_version, markdown_table, write_part
 from prove_assets.defs.evaluation import kept_questions, model_responses, response_scores
 from prove_assets.defs.partitions import partition_columns, same_shard, shard_model_partitions
 from prove_assets.defs.quality import calibration_sources, metric_calibration
-from prove_assets.defs.resources import LLMResource, WarehouseResource, progress_logger
+from prove_assets.defs.resources import LLMResource, WarehouseResource, progress_logger, step_gateway
 from prove_assets.defs.settings import code_version
 from prove_assets.storage.warehouse import Warehouse
 
@@ -349,7 +350,9 @@ def run_judge(
     variants = judge_variants(settings, samples, temperature)
     runs: list[list[Any]] = [[None] * len(requests) for _ in variants]
     progress = progress_logger(context, f"{kind} judge (1 + {samples} samples each)")
-    with LLMGateway(settings, wh, run_id=context.run.run_id, ledger=ledger, log=context.log.info) as gw:
+    # The step gateway: preflight of the judge's endpoint, and the request counts its check reads.
+    names = CONSTRUCTION_LLM if kind == "text" else JUDGE_VLM
+    with step_gateway(settings, names, f"{kind} judge", wh, context, ledger) as gw:
         if settings.embedded:
             for j, request in enumerate(requests):
                 for v, variant in enumerate(variants):

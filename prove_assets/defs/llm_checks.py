@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 
 from prove_assets.backends.endpoints import failed_share_verdict
-from prove_assets.defs import benchmark, evaluation
+from prove_assets.defs import benchmark, evaluation, evaluators
 from prove_assets.defs.partitions import shard_model_partitions, shard_partitions
 from prove_assets.defs.resources import LLM_FAILURE, LLM_REQUESTS, LLM_REQUESTS_FAILED
 
@@ -27,6 +27,7 @@ LLM_STEPS: dict[str, dg.PartitionsDefinition] = {
     "answer_tuples": shard_partitions,
     "model_responses": shard_model_partitions,
     "response_tuples": shard_model_partitions,
+    "judge_scores": shard_model_partitions,
 }
 
 
@@ -69,5 +70,7 @@ def _failed_requests_check(asset: str, partitions_def: dg.PartitionsDefinition) 
 
 
 # Only steps that exist (asset modules get rewritten; a check on a missing asset fails the Definitions).
-_defined = {k.to_user_string() for a in dg.load_assets_from_modules([benchmark, evaluation]) for k in a.keys}
+_defined = {
+    k.to_user_string() for a in dg.load_assets_from_modules([benchmark, evaluation, evaluators]) for k in a.keys
+}
 llm_failure_checks = [_failed_requests_check(asset, pdef) for asset, pdef in LLM_STEPS.items() if asset in _defined]
