@@ -60,10 +60,6 @@ from prove_assets.storage.flags import active_flags
 TUPLE_COLUMNS = ["kind", "entity", "attribute_type", "value", "relation_type", "predicate", "target", "text"]
 
 
-def tuple_rows(tuples: list[SceneTuple], **ids: Any) -> list[dict[str, Any]]:
-    return [{**ids, "tuple_index": i, **t.as_row()} for i, t in enumerate(tuples)]
-
-
 TUPLE_ROW_COLUMNS = [
     "tuple_index",
     *TUPLE_COLUMNS,
@@ -570,33 +566,27 @@ def verified_qa(
     # Post-processing filter, one request per verified pair (a batch per image came back misaligned).
     df = pd.DataFrame(rows, columns=VERIFIED_COLUMNS)
     df["visited"] = df["visited"].map(json.dumps)
-    prompt = load_prompt(prompts_dir(), "filter_qa")
-    verified = df.index[df["verdict"] == "ok"]
-    groups = [(df.at[ix, "image_id"], [ix]) for ix in verified] if QA_FILTER == "llm" else []
-    df.loc[verified, "reason"] = "verified; post-filter: rules (PROVE_QA_FILTER=rules)"
+    verified = list(df.index[df["verdict"] == "ok"])
     df.loc[verified, "verdict"] = "kept"
+    if QA_FILTER != "llm":
+        df.loc[verified, "reason"] = "verified; post-filter: rules (PROVE_QA_FILTER=rules)"
+        verified = []
+    prompt = load_prompt(prompts_dir(), "filter_qa")
     filter_requests = [
         LLMRequest(
             prompt,
-            {
-                "pairs": "\n".join(
-                    f"{i}. Question: {df.at[ix, 'question']}\n   Answer: {df.at[ix, 'answer']}"
-                    for i, ix in enumerate(idx)
-                )
-            },
+            {"pairs": f"0. Question: {df.at[ix, 'question']}\n   Answer: {df.at[ix, 'answer']}"},
             FILTER_SCHEMA,
             validate=parse_judgements,
         )
-        for _, idx in groups
+        for ix in verified
     ]
     with llm.gateway(wh, context) as gw:
-        judged = gw.run(filter_requests, progress_logger(context, "filtered images"))
+        judged = gw.run(filter_requests, progress_logger(context, "filtered pairs"))
         sent, cached = sent + gw.sent, cached + gw.cached
-    for (_, idx), res in zip(groups, judged, strict=True):
-        verdicts = None if res.error else res.data
-        for i, ix in enumerate(idx):
-            df.at[ix, "filter_call_id"] = res.call_id
-            df.at[ix, "verdict"], df.at[ix, "reason"] = filter_verdict(verdicts, i, res.error)
+    for ix, res in zip(verified, judged, strict=True):
+        df.at[ix, "filter_call_id"] = res.call_id
+        df.at[ix, "verdict"], df.at[ix, "reason"] = filter_verdict(None if res.error else res.data, 0, res.error)
     # A person's verdict overrides the pipeline's (applied after the filter so its request is unchanged).
     for flag in active_flags(wh, shard).itertuples():
         hit = df["qa_id"] == flag.qa_id

@@ -18,8 +18,6 @@ from typing import Any
 from prove_assets.core.construction.targets import Target
 from prove_assets.core.tuples import SceneTuple
 
-GENERATORS = ("targeted", "free")
-
 _QA_BLOCK = re.compile(
     r"^\s*Q\d*[:.]\s*(?P<q>[^\n]+?)\s*\n\s*A\d*[:.]\s*(?P<a>[^\n]+?)\s*\n\s*```(?:python)?[ \t]*\n(?P<code>.*?)```",
     re.MULTILINE | re.DOTALL,
