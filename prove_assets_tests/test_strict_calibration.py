@@ -131,6 +131,16 @@ def test_calibration_cases_have_known_labels(judge):
     assert row["detection_recall"] == 1.0 and row["mean_delta_t"] < 0 and pd.isna(row["false_alarm_rate"])
 
 
+def test_dropping_the_only_fact_of_an_answer_counts_as_caught(judge):
+    """A one-fact answer ("The cup is red.") with its fact dropped leaves a response with no
+    claims: the strict scorer gives H = 0 (no per-tuple matches to report), which is a catch."""
+    source = Source("hand:one-fact", "What color is the cup?", (CAPTION[6],), tuple(CAPTION), "A red cup.")
+    drop = next(c for c in make_cases([source]) if c.perturbation == "drop_fact")
+    assert drop.response == ()
+    results = evaluate([drop], {"strict": lambda q, a, r, c: strict_score(q, a, r, c, judge)})
+    assert results.iloc[0]["flagged"] and results.iloc[0]["h_after"] == 0.0
+
+
 def test_calibration_samples_a_bounded_fixed_set_of_kept_pairs(tmp_path):
     """Past MAX_KEPT_SOURCES kept pairs the report's cost would grow with the dataset: it takes
     a fixed sample by hash of qa_id, the same on every run, and says how many it took."""

@@ -268,6 +268,15 @@ def _missed(score: Score) -> set[str]:
     return {m["answer_tuple"] for m in score.answer_matches if not m.get("entailed", True)}
 
 
+def _drop_caught(case: Case, after: Score) -> bool:
+    """The scorer noticed the dropped fact: it reports that tuple missed, or, when nothing was
+    left to say (a one-fact answer), it gives H = 0 for a response with no claims, which has no
+    per-tuple matches to report."""
+    if case.target.text in _missed(after):
+        return True
+    return after.edge_case == "no_response_tuples" and after.helpfulness == 0.0
+
+
 def evaluate(cases: Sequence[Case], scorers: dict[str, ScoreFn]) -> pd.DataFrame:
     """One row per (case, scorer): whether the scorer caught the perturbation (or, for a
     paraphrase, raised a false alarm) and how H and T moved from the faithful response."""
@@ -281,7 +290,7 @@ def evaluate(cases: Sequence[Case], scorers: dict[str, ScoreFn]) -> pd.DataFrame
             before = originals[src.source]
             after = score_fn(src.question, src.answer, case.response, src.reference)
             if case.perturbation == "drop_fact":
-                flagged = case.target.text in _missed(after)
+                flagged = _drop_caught(case, after)
             elif case.perturbation == "paraphrase":
                 flagged = case.target.text in after.hallucinated or bool(_missed(after) - _missed(before))
             else:
