@@ -328,3 +328,20 @@ def test_gold_graph_files_the_same_fact_under_the_extracted_type_and_predicate(s
     assert "on" in sg.get_outgoing_relations("cup")["saucer"]["spatial"]
     where = sandbox.run(where_program("cup"), sg.to_json())
     assert where.output == "The cup is on top of the saucer and on the saucer."
+
+
+def test_gold_alignment_prefers_the_same_head_noun_and_reads_relations_stated_from_the_other_side() -> None:
+    from prove_assets.core.quality import aligned_gold_graph
+    from prove_assets.core.scoring import SentenceEmbedder
+    from prove_assets.core.strict import StrictEntailment
+
+    judge = StrictEntailment(SentenceEmbedder())
+    gold = parse_tuples(
+        {"entities": ["espresso", "cup", "saucer"], "relations": [["saucer", "spatial", "under", "cup"]]}
+    )
+    extracted = SceneGraph.from_tuples(
+        CAPTION, parse_tuples({"relations": [["espresso cup", "spatial", "on", "saucer"]]})
+    )
+    sg = aligned_gold_graph(CAPTION, gold, extracted, judge)
+    assert sg.aliases["espresso cup"] == "cup"  # the cup, not the espresso in it
+    assert "on" in sg.get_outgoing_relations("cup")["saucer"]["spatial"]  # gold said it from the saucer's side

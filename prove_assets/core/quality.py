@@ -86,8 +86,11 @@ def load_gold(sample_dir: Path) -> dict[str, GoldImage]:
 def gold_aliases(names: Sequence[str], gold_names: Sequence[str], same_entity, similarity) -> dict[str, str]:  # noqa: ANN001
     """Each extracted entity name that the gold graph lacks -> the gold entity it denotes (the
     strict scorer's entity matching: same name, same head noun refining, or MiniLM cosine >= 0.8;
-    the most similar when several match). A program written against the extracted graph can then
+    among several, one with the same head noun first ("espresso cup" is the cup, not the
+    espresso), then the most similar). A program written against the extracted graph can then
     run on the gold graph without losing to a naming difference ("fender" vs "front fender")."""
+    from prove_assets.core.strict import _head
+
     out: dict[str, str] = {}
     gold = list(gold_names)
     for name in names:
@@ -95,7 +98,7 @@ def gold_aliases(names: Sequence[str], gold_names: Sequence[str], same_entity, s
             continue
         matches = [g for g in gold if same_entity(name, g)]
         if matches:
-            out[name] = max(matches, key=lambda g: similarity(name, g))
+            out[name] = max(matches, key=lambda g: (_head(g) == _head(name), similarity(name, g)))
     return out
 
 
@@ -125,8 +128,9 @@ def aligned_gold_graph(caption: str, gold_tuples: Sequence[SceneTuple], extracte
     """The gold scene graph that a program written for the `extracted` graph can fairly run on:
     extracted entity names mapped to gold ones (`gold_aliases`), and a gold fact that the
     extracted graph files under another attribute type ("smiling" as state, not expression) or
-    another predicate ("on", not "on top of") also filed under that one, when the strict scorer
-    says the gold fact entails the extracted one. Only gold's own values are used."""
+    another predicate ("on", not "on top of"; or from the other side, "under" for "on") also
+    filed under that one, when the strict scorer says the gold fact entails the extracted one.
+    Only gold's own values are used."""
     from prove_assets.core.scene_graph import SceneGraph
     from prove_assets.core.tuples import tuples_to_sg_dict
 
@@ -154,7 +158,8 @@ def aligned_gold_graph(caption: str, gold_tuples: Sequence[SceneTuple], extracte
             for typ, preds in rels.items():
                 for pred in preds if isinstance(preds, list) else [preds]:
                     claim = SceneTuple("relation", g, relation_type=typ, predicate=pred, target=gt)
-                    same = [t for t in gold_tuples if t.kind == "relation" and t.entity == g and t.target == gt]
+                    # Gold may state it from the other side ("signals on either side of the headlight").
+                    same = [t for t in gold_tuples if t.kind == "relation" and {t.entity, t.target} == {g, gt}]
                     if gt and any(judge.entails([fact], claim).entailed for fact in same):
                         extra.append(claim)
     sg = SceneGraph(caption, tuples_to_sg_dict([*gold_tuples, *extra]))
