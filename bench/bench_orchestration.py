@@ -10,8 +10,11 @@
    (`gold`) through every step against the scripted OpenAI-compatible test server (a test
    double, not a model). Each N runs in a fresh subprocess so its peak RSS is its own. Prints
    time and peak memory per 100 images; they should stay flat as N grows.
+3. The explorer's peak memory growth while it writes 100 vs 1,000 images (copies of one
+   synthetic 50-image shard built through the pipeline, streamed one shard at a time as the
+   asset reads the warehouse); it should not grow with the dataset.
 
-`python bench/bench_orchestration.py [--sizes 100,500,1000] [--skip-sample]`
+`python bench/bench_orchestration.py [--sizes 100,500,1000] [--explorer-sizes 100,1000] [--skip-sample]`
 """
 
 from __future__ import annotations
@@ -318,21 +321,146 @@ def scaled(sizes: list[int]) -> None:
         )
 
 
+# --- 3. the explorer's memory -------------------------------------------------------------------
+TEMPLATE_IMAGES = 50  # one shard
+
+
+def explorer_template(dest: Path) -> None:
+    """One 50-image synthetic shard built, evaluated (`gold`) and reported through the pipeline
+    against the scripted test server; the explorer's tables saved as Parquet under dest."""
+    from prove_assets_tests.scripted_llm import ScriptedLLMServer
+
+    with tempfile.TemporaryDirectory() as tmp_s, ScriptedLLMServer() as server:
+        tmp = Path(tmp_s)
+        fresh_home(tmp)
+        make_dataset(tmp, TEMPLATE_IMAGES)
+        os.environ.update(
+            PROVE_LLM_BASE_URL=server.base_url,
+            PROVE_LLM_MODEL="scripted",
+            PROVE_LLM_JSON_MODE="json_object",
+            PROVE_JUDGES="none",
+        )
+        from prove_assets.core.explorer import TABLES
+        from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
+        from prove_assets.orchestration import get_instance, pipeline_steps
+        from prove_assets.storage.warehouse import Warehouse
+
+        register_partitions(get_instance())
+        run_timed(pipeline_steps(registered_shards(), registered_models()))
+        wh = Warehouse(os.environ["PROVE_WAREHOUSE"])
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in TABLES:
+            wh.read(name).to_parquet(dest / f"{name}.parquet")
+
+
+def replicated_shard(template: dict[str, Any], copy: int) -> tuple[str, dict[str, Any]]:
+    """The template shard's tables as shard `synth-<copy>`, every image and QA id made unique."""
+    shard = f"synth-{copy:04d}"
+    tables = {}
+    for name, df in template.items():
+        df = df.copy()
+        df["shard"] = shard
+        for col in ("image_id", "qa_id"):
+            if col in df:
+                df[col] = df[col].astype(str) + f"-c{copy}"
+        tables[name] = df
+    return shard, tables
+
+
+def proc_status_mb(field: str) -> float:
+    """VmRSS (now) or VmHWM (peak) of this process, from /proc, in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def explorer_child(n: int, template_dir: Path) -> dict[str, Any]:
+    """The explorer written for n images (template copies streamed one shard at a time, as the
+    asset reads the warehouse); peak RSS growth over the RSS just before."""
+    import gc
+
+    import pandas as pd
+
+    from prove_assets.core.explorer import write_explorer
+
+    template = {p.stem: pd.read_parquet(p) for p in template_dir.glob("*.parquet")}
+    board = template.pop("leaderboard")
+    gc.collect()
+    before = proc_status_mb("VmRSS")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as out:
+        copies = (replicated_shard(template, k) for k in range(n // TEMPLATE_IMAGES))
+        summary = write_explorer(copies, board, Path(out) / "explorer")
+    return {
+        "images": summary.images,
+        "qa_pairs": summary.qa_pairs,
+        "responses": summary.responses,
+        "seconds": time.perf_counter() - started,
+        "growth_mb": proc_status_mb("VmHWM") - before,
+    }
+
+
+def explorer_memory(sizes: list[int]) -> None:
+    print("\nexplorer: peak memory growth while writing it (synthetic 50-image shard copied; fresh process each)")
+    with tempfile.TemporaryDirectory() as tmp_s:
+        template_dir = Path(tmp_s) / "template"
+        proc = subprocess.run(
+            [sys.executable, __file__, "--explorer-template", str(template_dir)],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        if proc.returncode != 0:
+            print(f"  template FAILED\n{proc.stderr[-3000:]}")
+            return
+        print(f"  {'images':>6s} {'QA pairs':>8s} {'responses':>9s} {'seconds':>7s} {'peak growth MB':>14s}")
+        results = []
+        for n in sizes:
+            cmd = [sys.executable, __file__, "--explorer-child", str(n), "--explorer-template", str(template_dir)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+            if proc.returncode != 0:
+                print(f"  {n}: FAILED\n{proc.stderr[-3000:]}")
+                continue
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            results.append(r)
+            print(
+                f"  {r['images']:6d} {r['qa_pairs']:8d} {r['responses']:9d} {r['seconds']:7.1f} {r['growth_mb']:14.1f}"
+            )
+        if len(results) >= 2:
+            first, last = results[0], results[-1]
+            print(
+                f"  peak growth at {last['images']} vs {first['images']} images: "
+                f"{last['growth_mb'] - first['growth_mb']:+.1f} MB (target: flat)"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="100,500,1000")
+    ap.add_argument("--explorer-sizes", default="100,1000")
     ap.add_argument("--skip-sample", action="store_true")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--explorer-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--explorer-template", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.child:
         print(json.dumps(scale_child(args.child)))
+        return
+    if args.explorer_child:
+        print(json.dumps(explorer_child(args.explorer_child, args.explorer_template)))
+        return
+    if args.explorer_template:
+        explorer_template(args.explorer_template)
         return
     print(f"load: {os.getloadavg()[0]:.1f} (1-min average, {os.cpu_count()} cores)")
     if not args.skip_sample:
         sample_overhead()  # in this process; each scaled size gets its own (settings are read at import)
     if args.sizes:
         scaled([int(s) for s in args.sizes.split(",") if s])
+    if args.explorer_sizes:
+        explorer_memory([int(s) for s in args.explorer_sizes.split(",") if s])
 
 
 if __name__ == "__main__":

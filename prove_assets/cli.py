@@ -265,6 +265,18 @@ def cmd_add_model(args: argparse.Namespace) -> None:
     if args.run:
         backfill_model(args.name, args.log_level)
         cmd_leaderboard(argparse.Namespace(format="table", long=False, scorer="all"))
+    else:
+        # The partition now, not at the registry sensor's next tick (up to 30 s, and only while the
+        # daemon runs): the model is selectable in the UI's launch dialog at once.
+        from prove_assets.defs.registry import register_partitions
+        from prove_assets.orchestration import get_instance
+
+        with get_instance() as instance:
+            register_partitions(instance)
+        print(
+            f"{args.name} is a partition of `models`: in the UI, evaluation group -> Materialize all -> "
+            f"model {args.name}, shard All -> Launch backfill; then materialize leaderboard"
+        )
 
 
 def cmd_flag(args: argparse.Namespace) -> None:

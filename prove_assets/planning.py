@@ -353,8 +353,10 @@ class Planner:
                     "model_responses", part, ANSWER_PROMPTS[spec.backend], kept_n, why, *self._model_llm(spec)
                 )
             self.estimated("response_tuples", part, "extract_tuples", kept_n, why)
+            # A judge reads at most max_items responses (0 = all): a judgement + k samples each.
+            judged = min(kept_n, config.max_items or kept_n) if kept_n is not None else None
             for kind in config.judges:
-                n = kept_n * (1 + config.samples) if kept_n is not None else None  # a judgement + k samples each
+                n = judged * (1 + config.samples) if judged is not None else None
                 self.estimated("judge_scores", part, f"judge_{kind}", n, why)
             return
         questions = [Question(r.qa_id, r.question, r.answer, r.caption, r.path) for r in qs.itertuples()]
