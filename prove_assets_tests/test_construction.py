@@ -8,7 +8,7 @@ import pytest
 
 from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
 from prove_assets.core.construction.generation import parse_pair, target_text, targeted_rows
-from prove_assets.core.construction.targets import KINDS, CaptionCheck, plan_targets, where_program
+from prove_assets.core.construction.targets import KINDS, CaptionCheck, candidate_targets, plan_targets, where_program
 from prove_assets.core.construction.verify import judge_pair, missing_facts, output_problem
 from prove_assets.core.quality import gold_aliases, still_right_on_gold
 from prove_assets.core.sandbox import Sandbox
@@ -171,6 +171,23 @@ def test_plan_covers_many_kinds_and_every_program_verifies_its_own_graph(sandbox
         assert not missing_facts(r.output, t.facts), (t.kind, r.output, t.facts_text())
     complex_ = [r for r in runs if len(r.visited) > 3]
     assert complex_, "some target must visit more than 3 nodes"
+
+
+def test_which_things_share_a_colour_is_a_whole_scene_question(sandbox: Sandbox) -> None:
+    """ "Which things are white?" reads every node's colour: a complex question on a big enough
+    graph; the answer must name each thing, and the colour in the question gives nothing away."""
+    tuples = [*TUPLES, *parse_tuples({"attributes": [["sail", "color", "white"]]})]
+    caption = CAPTION.replace("has a striped sail", "has a striped white sail")
+    sg = SceneGraph.from_tuples(caption, tuples)
+    which = next(t for t in candidate_targets(sg)["which"])
+    assert {f.entity for f in which.facts} == {"lighthouse", "sail"} and which.expected_nodes == len(sg.nodes)
+    run = sandbox.run(which.program, sg.to_json())
+    assert run.output == "The lighthouse and the sail are white." and len(run.visited) > 3
+    question = "Which things in the picture are white?"
+    ok = judge_pair(question, "The lighthouse and the sail are white.", "ok", run.output, 0.95, 0.6, which.facts)
+    assert ok.verdict == "ok"
+    half = judge_pair(question, "The sail is white.", "ok", run.output, 0.8, 0.6, which.facts)
+    assert half.verdict == "answer_mismatch" and "lighthouse is white" in half.reason
 
 
 def test_facts_the_caption_does_not_state_are_not_asked() -> None:

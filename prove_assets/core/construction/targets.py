@@ -3,7 +3,8 @@
 A small model asked for "10-15 diverse QA pairs with programs" over a whole scene graph writes
 the same colour question ten times with programs that call the wrong API. Here the scene graph
 is sampled into *targets*: a question kind (attribute, where, what-is-on, count, text, describe,
-compare, multi-hop, yes/no existence, absent object, activity), the exact node names, and the
+compare, which-things-are-<colour>, multi-hop, yes/no existence, absent object, activity), the
+exact node names, and the
 facts the answer must state. Each target's verification program is compiled from a template
 over the seed SceneGraph API, so it verifies by construction on the graph it was planned from;
 what is still checked is that the model's wording states the same facts. Facts are preferred
@@ -51,6 +52,7 @@ KINDS = (
     "count",
     "text",
     "compare",
+    "which",
     "exists",
     "activity",
     "absent",
@@ -67,6 +69,7 @@ INSTRUCTIONS = {
     "count": "Ask how many {entity} there are.",
     "text": "Ask what the {entity} says or reads.",
     "compare": "Ask whether the {entity} and the {other} have the same {type}.",
+    "which": "Ask which things in the picture are {value}.",
     "exists": "Ask a yes/no question whether there is a {entity} {predicate} the {target}.",
     "activity": "Ask what the {entity} is doing.",
     "absent": "Ask whether there is a {entity} in the picture (there is none: the answer is no).",
@@ -243,6 +246,23 @@ def compare_program(entity: str, other: str, attribute_type: str) -> str:
     )
 
 
+def which_program(attribute_type: str, word: str) -> str:
+    return (
+        "def execute_command(scene_graph):\n"
+        f"    word = {word!r}\n"
+        "    things = []\n"
+        "    for entity in scene_graph.get_entities():\n"
+        f"        value = scene_graph.get_attributes(entity).get({attribute_type!r}, '')\n"
+        "        if word in value.replace('-', ' ').replace(',', ' ').split():\n"
+        "            things.append('the ' + entity)\n"
+        "    if not things:\n"
+        "        return 'unknown'\n"
+        "    verb = ' is ' if len(things) == 1 else ' are '\n"
+        "    names = ' and '.join(things)\n"
+        "    return names[0].upper() + names[1:] + verb + word + '.'\n"
+    )
+
+
 def exists_program(entity: str, relation_type: str, predicate: str, target: str) -> str:
     return (
         "def execute_command(scene_graph):\n"
@@ -332,6 +352,11 @@ def _relations(sg: SceneGraph) -> list[SceneTuple]:
     return out
 
 
+def _colour_words(value: str) -> list[str]:
+    """The colour words of a value as the which-program splits it ("pale bluish-white" -> white)."""
+    return [w for w in value.replace("-", " ").replace(",", " ").split() if "color" in class_words(w)]
+
+
 def _order(items: Iterable, salt: str) -> list:
     """A fixed shuffle (by hash): the same graph always gives the same plan."""
     return sorted(items, key=lambda x: hashlib.sha1(f"{salt}|{x!r}".encode()).hexdigest())
@@ -363,6 +388,8 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             expected = 1 + degree(subject, "out")
         elif kind == "what_is":
             expected = 1 + degree(subject, "in")
+        elif kind == "which":
+            expected = len(sg.nodes)
         else:
             expected = {"compare": 2, "absent": 0}.get(kind, 1)
         target = Target(kind, subject, tuple(facts), INSTRUCTIONS[kind].format(**names), program, expected)
@@ -450,6 +477,18 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
     for e1, e2 in sorted(p for p in related if p[0] in colored and p[1] in colored):
         every = [a for a in all_attrs if a.entity in (e1, e2) and a.attribute_type == "color"]
         add("compare", e1, every, compare_program(e1, e2, "color"), entity=e1, other=e2, type="color")
+    # "Which things are white?": a whole-scene question (its program reads every node's colour),
+    # asked when two to four things share a colour word and the caption states each of them.
+    by_word: dict[str, list[str]] = {}
+    for a in all_attrs:
+        if a.attribute_type == "color":
+            for word in _colour_words(a.value or ""):
+                by_word.setdefault(word, []).append(a.entity)
+    for word, entities in sorted(by_word.items()):
+        entities = list(dict.fromkeys(entities))
+        if 2 <= len(entities) <= 4:
+            facts = [SceneTuple("attribute", e, attribute_type="color", value=word) for e in entities]
+            add("which", entities[0], facts, which_program("color", word), value=word)
     caption_words = _stems(sg.caption.lower())
     entity_words = {w for e in sg.nodes for w in _stems(str(e))}
     for word in _order(absent_vocabulary, salt):

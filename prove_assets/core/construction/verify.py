@@ -70,17 +70,26 @@ def _head(name: str | None) -> set[str]:
     return {_stem(names[-1])} if names else set()
 
 
+def _several_things(facts: Sequence[SceneTuple]) -> bool:
+    """Attribute facts about two or more things ("Which things are red?", a comparison)."""
+    return len({f.entity for f in facts if f.kind == "attribute"}) >= 2
+
+
 def missing_facts(answer: str, facts: Sequence[SceneTuple]) -> list[str]:
     """Facts whose words the answer lacks. A relation needs its other end named: the subject all
-    the relations share may be a pronoun, every other entity must be there."""
+    the relations share may be a pronoun, every other entity must be there. Attributes of several
+    things need each thing named too."""
     have = words(answer)
     relations = [f for f in facts if f.kind == "relation"]
     shared = set.intersection(*({f.entity, f.target} for f in relations)) if relations else set()
+    several = _several_things(facts)
     missing = []
     for f in facts:
         need = fact_words(f)
         if f.kind == "relation":
             need = set().union(*(_head(n) for n in (f.entity, f.target) if n not in shared)) or need
+        elif several:
+            need = need | _head(f.entity)  # which thing has the value matters
         if not need <= have:
             missing.append(f.text)
     return missing
@@ -115,7 +124,16 @@ def judge_pair(
         missing = missing_facts(answer, facts)
         if missing:
             return Verdict("answer_mismatch", f"the answer does not state: {'; '.join(missing)}")
-        given = [f for f in facts if f.kind == "attribute" and fact_words(f) and fact_words(f) <= words(question)]
+        # A value the question names is given away, unless it asks which of several things has it.
+        asked = words(question)
+        given = [
+            f
+            for f in facts
+            if f.kind == "attribute"
+            and fact_words(f)
+            and fact_words(f) <= asked
+            and (not _several_things(facts) or _head(f.entity) <= asked)
+        ]
         if given:
             return Verdict("filtered_trivial", f"the question already states the answer ({given[0].text})")
     return Verdict("ok")
