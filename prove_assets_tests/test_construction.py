@@ -220,6 +220,16 @@ def test_answer_must_state_the_facts_and_agree_on_yes_no() -> None:
     assert trivial.verdict == "filtered_trivial"
     polarity = judge_pair("Is there a net?", "No.", "ok", "Yes, the net is in the boat.", 0.7, 0.6, [])
     assert polarity.verdict == "answer_mismatch"
+    # "Describe the boat" worded as a material question, answered with the colour: not an answer.
+    described = [*facts, SceneTuple("attribute", "boat", attribute_type="size", value="small")]
+    off = judge_pair(
+        "What is the boat made of?", "The boat is red and small.", "ok", "The boat is red, small.", 0.9, 0.6, described
+    )
+    assert off.verdict == "answer_mismatch" and "asks for a material" in off.reason
+    fair = judge_pair(
+        "Can you describe the boat?", "It is small and red.", "ok", "The boat is red, small.", 0.8, 0.6, described
+    )
+    assert fair.verdict == "ok"
 
 
 def test_wording_parser_and_rows_keep_every_target() -> None:

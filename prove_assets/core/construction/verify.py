@@ -95,6 +95,28 @@ def missing_facts(answer: str, facts: Sequence[SceneTuple]) -> list[str]:
     return missing
 
 
+# A question that asks for one attribute type in so many words ("What is it made of?").
+_ASKS_FOR = {
+    "material": re.compile(r"\bmade (?:of|from|out of)\b|\bmaterial\b"),
+    "color": re.compile(r"\b(?:what|which) colou?rs?\b"),
+    "count": re.compile(r"\bhow many\b"),
+    "shape": re.compile(r"\b(?:what|which) shapes?\b"),
+}
+
+
+def asks_for_missing_type(question: str, facts: Sequence[SceneTuple]) -> str | None:
+    """The attribute type a planned pair's question asks for that none of its facts has: the
+    model worded "describe the emblem" as "What is the emblem made of?" and answered with its
+    colour; the answer states the facts, but not as an answer to that question."""
+    if not facts or not all(f.kind == "attribute" for f in facts):
+        return None
+    types = {f.attribute_type for f in facts}
+    for typ, pattern in _ASKS_FOR.items():
+        if pattern.search(question.lower()) and typ not in types:
+            return typ
+    return None
+
+
 def _polarity(text: str) -> str | None:
     first = _WORD.findall((text or "").lower())[:1]
     return first[0] if first and first[0] in ("yes", "no") else None
@@ -124,6 +146,9 @@ def judge_pair(
         missing = missing_facts(answer, facts)
         if missing:
             return Verdict("answer_mismatch", f"the answer does not state: {'; '.join(missing)}")
+        asked = asks_for_missing_type(question, facts)
+        if asked:
+            return Verdict("answer_mismatch", f"the question asks for a {asked}, the facts give none")
         # A value the question names is given away, unless it asks which of several things has it.
         asked = words(question)
         given = [
