@@ -326,8 +326,8 @@ TEMPLATE_IMAGES = 50  # one shard
 
 
 def explorer_template(dest: Path) -> None:
-    """One 50-image synthetic shard built, evaluated (`gold`) and reported through the pipeline
-    against the scripted test server; the explorer's tables saved as Parquet under dest."""
+    """One 50-image synthetic shard built and evaluated (`gold`) through the pipeline against the
+    scripted test server, and its leaderboard; the explorer's tables saved as Parquet under dest."""
     from prove_assets_tests.scripted_llm import ScriptedLLMServer
 
     with tempfile.TemporaryDirectory() as tmp_s, ScriptedLLMServer() as server:
@@ -340,13 +340,20 @@ def explorer_template(dest: Path) -> None:
             PROVE_LLM_JSON_MODE="json_object",
             PROVE_JUDGES="none",
         )
+        import dagster as dg
+
         from prove_assets.core.explorer import TABLES
         from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
-        from prove_assets.orchestration import get_instance, pipeline_steps
+        from prove_assets.orchestration import _defs, get_instance, pipeline_steps, run_config
         from prove_assets.storage.warehouse import Warehouse
 
-        register_partitions(get_instance())
-        run_timed(pipeline_steps(registered_shards(), registered_models()))
+        instance = get_instance()
+        register_partitions(instance)
+        # The report job's other assets (calibration, evaluator agreement, figures) are not needed.
+        run_timed([s for s in pipeline_steps(registered_shards(), registered_models()) if s[0] != "report"])
+        _defs().resolve_job_def("report").execute_in_process(
+            instance=instance, asset_selection=[dg.AssetKey("leaderboard")], run_config=run_config("WARNING")
+        )
         wh = Warehouse(os.environ["PROVE_WAREHOUSE"])
         dest.mkdir(parents=True, exist_ok=True)
         for name in TABLES:

@@ -157,6 +157,7 @@ class Planner:
     ) -> list[Any]:
         """Hash and look up `requests` (once per settings variant); add the step's row. Returns
         the results of the first variant (answers known for the cached ones)."""
+        price = price or self._llm_price(settings)
         settings = settings or self.llm
         gw = self.gateway(settings)
         results: list[Any] = []
@@ -209,6 +210,7 @@ class Planner:
     ) -> None:
         """A step whose requests cannot be built yet: n requests (an upper bound on what is sent),
         tokens and time from the recorded mean of the prompt."""
+        price = price or self._llm_price(settings)
         settings = settings or self.llm
         profile = pick_profile(self.profiles, prompt, settings.model)
         est = None
@@ -424,11 +426,15 @@ class Planner:
     ) -> None:
         """The requests built from known inputs, exactly; then, for inputs known only after an
         upstream step sends its requests, an estimated row."""
-        price = llm_price() if settings is None or settings == self.llm else None
         if requests or not unknown:
-            self.dry_run(step, part, requests, settings, price, variants)
+            self.dry_run(step, part, requests, settings, None, variants)
         if unknown:
-            self.estimated(step, part, prompt, unknown * len(variants or [None]), why, settings, price)
+            self.estimated(step, part, prompt, unknown * len(variants or [None]), why, settings)
+
+    def _llm_price(self, settings: LLMSettings | None) -> Price | None:
+        """The benchmark LLM's price (PROVE_LLM_PRICE_*) for its requests: construction, tuple
+        extraction and judges on it; a model's own endpoint has its models.yaml price instead."""
+        return llm_price() if settings is None or settings == self.llm else None
 
     def _model_llm(self, spec: ModelSpec) -> tuple[LLMSettings | None, Price | None]:
         if spec.backend == "openai":
