@@ -190,6 +190,14 @@ def test_which_things_share_a_colour_is_a_whole_scene_question(sandbox: Sandbox)
     assert half.verdict == "answer_mismatch" and "lighthouse is white" in half.reason
 
 
+def test_a_count_is_asked_only_of_a_thing_named_in_one_sentence() -> None:
+    tuples = parse_tuples({"attributes": [["flags", "count", "two"]]})
+    once = SceneGraph.from_tuples("A patch shows two small flags.", tuples)
+    assert [t.kind for t in plan_targets(once, 5)] == ["count"]
+    twice = SceneGraph.from_tuples("A patch shows two small flags. A flag hangs behind her.", tuples)
+    assert "count" not in [t.kind for t in plan_targets(twice, 5)]
+
+
 def test_facts_the_caption_does_not_state_are_not_asked() -> None:
     invented = parse_tuples({"attributes": [["boat", "color", "purple"]], "entities": ["boat"]})
     sg = SceneGraph.from_tuples(CAPTION, invented)
@@ -225,7 +233,9 @@ def test_answer_must_state_the_facts_and_agree_on_yes_no() -> None:
     off = judge_pair(
         "What is the boat made of?", "The boat is red and small.", "ok", "The boat is red, small.", 0.9, 0.6, described
     )
-    assert off.verdict == "answer_mismatch" and "asks for a material" in off.reason
+    assert off.verdict == "answer_mismatch" and "about a material" in off.reason
+    claims = judge_pair("What color is the boat?", "It is made of red.", "ok", "The boat is red.", 0.8, 0.6, facts)
+    assert claims.verdict == "answer_mismatch" and "about a material" in claims.reason
     fair = judge_pair(
         "Can you describe the boat?", "It is small and red.", "ok", "The boat is red, small.", 0.8, 0.6, described
     )

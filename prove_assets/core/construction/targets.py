@@ -136,6 +136,11 @@ class CaptionCheck:
         """Positions of `second` that follow `first` by 1..gap words."""
         return [j for i in self._at(sentence, first) for j in self._at(sentence, second) if 0 < j - i <= gap]
 
+    def mentions(self, name: str) -> int:
+        """In how many sentences the name's head noun occurs (singular or plural)."""
+        head = singular((name_key(name) or ("",))[-1])
+        return sum(any(singular(w) == head for w in s) for s in self.sentences)
+
     def states(self, t: SceneTuple) -> bool:
         head = (name_key(t.entity) or ("",))[-1]
         if t.kind == "entity":
@@ -401,8 +406,10 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             # The program returns every value of the type: the answer must state all of them.
             every = [a for a in all_attrs if a.entity == entity and a.attribute_type == typ]
             if typ == "count":
-                # "How many?" wants a number: vague counts ("several") are not asked.
-                if all(words_are_number(a.value or "") for a in every):
+                # "How many?" wants a number: vague counts ("several") are not asked, nor things the
+                # caption names in more than one sentence ("two small flags" on a patch and "a
+                # flag" behind: the count covers only one of the mentions).
+                if all(words_are_number(a.value or "") for a in every) and check.mentions(entity) == 1:
                     add("count", entity, every, attribute_program(entity, typ), entity=entity)
             elif typ == "text rendering":
                 add("text", entity, every, attribute_program(entity, typ), entity=entity)

@@ -104,16 +104,19 @@ _ASKS_FOR = {
 }
 
 
-def asks_for_missing_type(question: str, facts: Sequence[SceneTuple]) -> str | None:
-    """The attribute type a planned pair's question asks for that none of its facts has: the
-    model worded "describe the emblem" as "What is the emblem made of?" and answered with its
-    colour; the answer states the facts, but not as an answer to that question."""
+def asks_for_missing_type(question: str, facts: Sequence[SceneTuple], answer: str = "") -> str | None:
+    """The attribute type a planned pair's question asks for, or its answer claims ("made of
+    gold" for a gold colour), that none of its facts has: the model worded "describe the emblem"
+    as "What is the emblem made of?" and answered with its colour; the answer states the facts,
+    but not as an answer to that question."""
     if not facts or not all(f.kind == "attribute" for f in facts):
         return None
     types = {f.attribute_type for f in facts}
     for typ, pattern in _ASKS_FOR.items():
         if pattern.search(question.lower()) and typ not in types:
             return typ
+    if _ASKS_FOR["material"].search(answer.lower()) and "material" not in types:
+        return "material"
     return None
 
 
@@ -146,9 +149,9 @@ def judge_pair(
         missing = missing_facts(answer, facts)
         if missing:
             return Verdict("answer_mismatch", f"the answer does not state: {'; '.join(missing)}")
-        asked = asks_for_missing_type(question, facts)
+        asked = asks_for_missing_type(question, facts, answer)
         if asked:
-            return Verdict("answer_mismatch", f"the question asks for a {asked}, the facts give none")
+            return Verdict("answer_mismatch", f"the pair is about a {asked}, the facts give none")
         # A value the question names is given away, unless it asks which of several things has it.
         asked = words(question)
         given = [
