@@ -317,18 +317,21 @@ def cmd_audit(args: argparse.Namespace) -> None:
     """The human audit of kept pairs: `--report` prints the error rates, `--list` the pairs to
     audit, `--mark` records one mark; otherwise each pair is shown and a line is read from stdin
     (`c`, `w`, `i`, `s`, `q`, optionally followed by a note), interactive or piped."""
-    from prove_assets.core.audit import audit_report, latest_marks, parse_answer
+    from prove_assets.core.audit import audit_report, current_marks, latest_marks, parse_answer
     from prove_assets.orchestration import apply_audit
-    from prove_assets.storage.audit import read_audit_log, record_audit
+    from prove_assets.storage.audit import benchmark_pairs, read_audit_log, record_audit
 
     wh = open_warehouse(warehouse_location())
     if args.report:
-        report = audit_report(latest_marks(read_audit_log(wh)))
+        report = audit_report(current_marks(latest_marks(read_audit_log(wh)), benchmark_pairs(wh)))
         if args.format == "json":
             print(json.dumps(json.loads(report.to_json(orient="records")), indent=2))
         else:
             _print_df(report)
-            print("wrong / irrelevant in % of audited pairs (latest mark each), [lo, hi] = 95% Wilson interval")
+            print(
+                "wrong / irrelevant in % of audited pairs now in the benchmark (latest mark each, as shown),"
+                " [lo, hi] = 95% Wilson interval"
+            )
         return
     if args.mark:
         qa_id, verdict = args.mark

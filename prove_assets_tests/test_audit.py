@@ -17,6 +17,7 @@ import pytest
 from prove_assets.core.audit import (
     audit_report,
     audit_sample,
+    current_marks,
     flag_action,
     flag_reason,
     latest_marks,
@@ -73,6 +74,24 @@ def test_latest_mark_counts():
         "b": "irrelevant",
     }
     assert latest_marks(log.iloc[:0]).empty
+
+
+def test_marks_count_only_for_pairs_still_in_the_benchmark_as_shown():
+    marks = pd.DataFrame(
+        [
+            {"qa_id": "a", "question": "What color is the cup?", "answer": "Red.", "verdict": "wrong"},
+            {"qa_id": "b", "question": "Is there a cat?", "answer": "No.", "verdict": "correct"},
+            {"qa_id": "c", "question": "Where is the dog?", "answer": "On the rug.", "verdict": "correct"},
+        ]
+    )
+    now = pd.DataFrame(
+        [
+            {"qa_id": "a", "question": "What color is the cup?", "answer": "Red."},  # still there (flagged)
+            {"qa_id": "b", "question": "Is there a cat?", "answer": "No, there is no cat."},  # reworded
+        ]
+    )  # c was not rebuilt at all
+    assert current_marks(marks, now)["qa_id"].tolist() == ["a"]
+    assert current_marks(marks.iloc[:0], now).empty
 
 
 def test_flag_follows_the_mark():

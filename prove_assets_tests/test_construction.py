@@ -124,7 +124,7 @@ def test_relations_only_between_entities_positions_become_attributes() -> None:
     assert "relation to the picture itself" in reasons and "relation of an entity to itself" in reasons
 
 
-def test_duplicates_merge_across_chunks_not_within_one() -> None:
+def test_duplicates_merge_across_chunks_and_within_one_when_the_text_refers_back() -> None:
     first = parse_tuples({"entities": ["front fender", "forks"], "attributes": [["front fender", "color", "red"]]})
     later = parse_tuples({"entities": ["fender", "tire", "tires"], "attributes": [["fender", "state", "clean"]]})
     texts = _texts([c.tuple for c in canonicalise([first, later])[0]])
@@ -132,6 +132,12 @@ def test_duplicates_merge_across_chunks_not_within_one() -> None:
     assert "tires" not in texts or "tire" not in texts  # plural and singular are one entity
     same_chunk = parse_tuples({"entities": ["flag", "patch flags"]})
     assert {"flag", "patch flags"} <= _texts([c.tuple for c in canonicalise([same_chunk])[0]])
+    # Within one chunk only when the text refers back to the longer name ("the cup").
+    cup = parse_tuples({"entities": ["espresso cup", "cup"], "attributes": [["cup", "color", "red"]]})
+    back = _texts([c.tuple for c in canonicalise([cup], ["An espresso cup sits on a saucer; the cup is red."])[0]])
+    assert "espresso cup is red" in back and "cup" not in back
+    two = _texts([c.tuple for c in canonicalise([cup], ["An espresso cup stands beside a cup that is red."])[0]])
+    assert {"espresso cup", "cup is red"} <= two
 
 
 def test_things_the_text_says_are_absent_are_dropped() -> None:

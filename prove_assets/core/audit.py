@@ -92,6 +92,16 @@ def latest_marks(log: pd.DataFrame) -> pd.DataFrame:
     return latest.drop(columns="_row").sort_values("qa_id").reset_index(drop=True)
 
 
+def current_marks(latest: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """The marks of pairs still in the benchmark as they were shown (same qa_id, question and
+    answer; kept or flagged): a pair rebuilt with other words after a prompt or construction
+    change is a new pair to audit, and its old mark no longer speaks for the benchmark."""
+    if latest.empty:
+        return latest
+    shown = latest.merge(pairs[["qa_id", "question", "answer"]], on=["qa_id", "question", "answer"], how="inner")
+    return shown.reset_index(drop=True)
+
+
 def flag_action(verdict: str, active_flag_reason: str | None) -> str | None:
     """What the flag log needs after a mark: `flag` for wrong / irrelevant, `unflag` when a pair
     an audit had flagged is now marked correct (a person's non-audit flag stays), else None."""

@@ -4,7 +4,7 @@ import dagster as dg
 
 from prove_assets.backends.responders import load_models
 from prove_assets.config import models_file
-from prove_assets.core.audit import audit_report, latest_marks
+from prove_assets.core.audit import audit_report, current_marks, latest_marks
 from prove_assets.core.leaderboard import (
     SCORE_COLUMNS,
     by_question_type,
@@ -17,7 +17,7 @@ from prove_assets.defs.benchmark import verified_qa
 from prove_assets.defs.common import content_version, markdown_table
 from prove_assets.defs.evaluation import response_scores
 from prove_assets.defs.resources import WarehouseResource
-from prove_assets.storage.audit import read_audit_log
+from prove_assets.storage.audit import benchmark_pairs, read_audit_log
 
 
 @dg.asset(group_name="reports", deps=[response_scores], pool="duckdb", code_version="2", kinds={"duckdb"})
@@ -58,9 +58,10 @@ def qa_audit(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
     date: the share of audited pairs marked wrong and irrelevant, with 95% Wilson score
     intervals, over all, per shard and per generator, beside the paper's 3.5% wrong and 1.4%
     irrelevant of 794 pairs. The latest mark per pair counts; pairs marked wrong stay counted
-    after their flag takes them out of the benchmark."""
+    after their flag takes them out of the benchmark; marks of pairs since rebuilt with other
+    words (a prompt or construction change) no longer count."""
     wh = warehouse.get()
-    latest = latest_marks(read_audit_log(wh))
+    latest = current_marks(latest_marks(read_audit_log(wh)), benchmark_pairs(wh))
     report = audit_report(latest)
     wh.replace_table("qa_audit", report, context.run.run_id)
     overall = report.iloc[0]

@@ -25,6 +25,14 @@ def read_audit_log(wh: Warehouse) -> pd.DataFrame:
     return wh.query(f"SELECT * FROM {SCHEMA}.qa_audit_log ORDER BY audited_at")
 
 
+def benchmark_pairs(wh: Warehouse) -> pd.DataFrame:
+    """qa_id, question and answer of every pair now kept or flagged (what marks can speak for)."""
+    qa = wh.read("verified_qa")
+    if qa.empty:
+        return pd.DataFrame(columns=["qa_id", "question", "answer"])
+    return qa.loc[qa["verdict"].isin(["kept", "flagged"]), ["qa_id", "question", "answer"]]
+
+
 def audit_pool(
     wh: Warehouse, shard: str | None = None, image_ids: list[str] | None = None, qa_id: str | None = None
 ) -> pd.DataFrame:

@@ -207,6 +207,22 @@ def _relation_type(typ: str, predicate: str) -> str:
 _NEGATION = r"\b(?:no|without|not an?|not any|nor|never)\s+(?:[a-z-]+\s+){0,2}?"
 
 
+_DEFINITE = {"the", "its", "this", "that", "their", "these", "those"}
+
+
+def _refers_back(short: str, longer: str, text: str) -> bool:
+    """Whether every bare mention of `short` in `text` is a definite one after `longer` was
+    introduced ("An espresso cup sits on a saucer; the cup is red"): one thing, named twice."""
+    words = _words(text)
+    long_key, head = name_key(longer), singular(short)
+    starts = [i for i in range(len(words)) if tuple(singular(w) for w in words[i : i + len(long_key)]) == long_key]
+    if not starts:
+        return False
+    inside = {i + len(long_key) - 1 for i in starts}
+    bare = [i for i, w in enumerate(words) if singular(w) == head and i not in inside]
+    return bool(bare) and all(i > starts[0] and i > 0 and words[i - 1] in _DEFINITE for i in bare)
+
+
 def negated(name: str, texts: Sequence[str]) -> bool:
     """Whether the text says the thing is absent ("there is no dog", "without a lid"): a negated
     mention is not a claim that it exists."""
@@ -245,7 +261,8 @@ def canonicalise(
 
     # 2. Plural/singular and chunk-to-chunk merges: a bare head noun ("fender") declared in one chunk
     #    joins the one longer name with that head ("front fender") declared in another chunk. Names a
-    #    model wrote side by side in one chunk are kept apart: it meant two things.
+    #    model wrote side by side in one chunk are kept apart (it meant two things), unless the text
+    #    only refers back to the longer one ("an espresso cup ... the cup").
     first_chunk: dict[str, int] = {}
     for ci, ts in enumerate(chunks):
         for t in ts:
@@ -263,7 +280,7 @@ def canonicalise(
         longer = {m for m in by_key.values() if len(name_key(m)) > 1 and name_key(m)[-1] == key[0]}
         if len(longer) == 1:
             (m,) = longer
-            if first_chunk[m] != first_chunk[n]:
+            if first_chunk[m] != first_chunk[n] or _refers_back(n, m, texts[first_chunk[n]] if texts else ""):
                 merged[n] = m
 
     def final(name: str) -> str:
