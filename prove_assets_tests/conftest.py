@@ -17,6 +17,12 @@ from prove_assets_tests.scripted_llm import ScriptedLLMServer
 @pytest.fixture
 def prove_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh DAGSTER_HOME with its own warehouse, and a 2-image slice of the sample."""
+    return isolated_home(tmp_path, monkeypatch)
+
+
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`prove_home` under `tmp_path`, with its env set through `monkeypatch` (a module-scoped
+    fixture passes a `pytest.MonkeyPatch.context()`)."""
     home = tmp_path / "dagster_home"
     home.mkdir()
     # The project's own instance config, pool limits included, so tests meet what users meet.

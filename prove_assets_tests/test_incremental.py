@@ -5,6 +5,10 @@ test server (a test double):
 - editing one prompt marks exactly its asset's partitions stale; `refresh` re-runs them and
   sends only the requests whose prompt changed;
 - `add-model --run` materializes only the new model's partitions (asserted on run records).
+
+Every test starts where `prove-assets demo` leaves a user. The demo runs once per module (a CLI
+subprocess, like the others); each test gets its own copy of the DAGSTER_HOME it built (run
+history, partitions, warehouse with its LLM call cache), so each test still mutates only its own.
 """
 
 from __future__ import annotations
@@ -19,17 +23,42 @@ import dagster as dg
 import pytest
 
 from prove_assets.config import PROJECT_ROOT
+from prove_assets_tests.conftest import isolated_home
+from prove_assets_tests.scripted_llm import ScriptedLLMServer
 
 
-@pytest.fixture
-def cli_env(prove_home: Path, scripted_llm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    prompts = tmp_path / "prompts"
+def scripted_cli_env(root: Path, base_url: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the project's prompts under `root` (a test may edit it) and the construction LLM
+    at the scripted test server."""
+    prompts = root / "prompts"
     shutil.copytree(PROJECT_ROOT / "prompts", prompts)
     monkeypatch.setenv("PROVE_PROMPTS_DIR", str(prompts))
-    monkeypatch.setenv("PROVE_LLM_BASE_URL", scripted_llm.base_url)
+    monkeypatch.setenv("PROVE_LLM_BASE_URL", base_url)
     monkeypatch.setenv("PROVE_LLM_MODEL", "scripted")
     monkeypatch.setenv("PROVE_LLM_JSON_MODE", "json_object")
     return prompts
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The DAGSTER_HOME that `prove-assets demo` built over the scripted test server, once per
+    module: the same 2-image dataset, models and prompt text as each test's own. Copying it takes
+    well under a second; a demo is most of what a test used to spend."""
+    root = tmp_path_factory.mktemp("demo")
+    with pytest.MonkeyPatch.context() as env, ScriptedLLMServer() as server:
+        home = isolated_home(root, env)
+        scripted_cli_env(root, server.base_url, env)
+        cli("demo", "--log-level", "WARNING")
+    return home
+
+
+@pytest.fixture
+def cli_env(prove_home: Path, demo_home: Path, scripted_llm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's DAGSTER_HOME as the demo left it (a copy), the CLI pointed at this test's own
+    scripted server; returns this test's prompts folder. The warehouse's LLM call cache is keyed
+    on the request, not the server's URL, so the new server is asked only what the demo was not."""
+    shutil.copytree(demo_home, prove_home, dirs_exist_ok=True)
+    return scripted_cli_env(tmp_path, scripted_llm.base_url, monkeypatch)
 
 
 def cli(*args: str) -> str:
@@ -41,7 +70,6 @@ def cli(*args: str) -> str:
 
 
 def test_prompt_change_recomputes_only_downstream(cli_env: Path, prove_home: Path, scripted_llm):
-    cli("demo", "--log-level", "WARNING")
     assert json.loads(cli("stale", "--json")) == []
 
     # Edit the post-processing filter prompt: only verified_qa's code version changes.
@@ -65,7 +93,7 @@ def test_prompt_change_recomputes_only_downstream(cli_env: Path, prove_home: Pat
 
 
 def test_add_model_backfills_only_its_partitions(cli_env: Path, instance: dg.DagsterInstance):
-    cli("demo", "--log-level", "WARNING")
+    # cli_env comes first: the demo's copy is in place before the instance opens it.
     runs_before = {r.run_id for r in instance.get_runs()}
     out = cli("add-model", "blind-2", "--backend", "blind", "--run")
     assert "blind-2" in out
@@ -80,7 +108,6 @@ def test_add_model_backfills_only_its_partitions(cli_env: Path, instance: dg.Dag
 def test_flagged_pair_leaves_the_benchmark_after_refresh(cli_env: Path, prove_home: Path, scripted_llm):
     from prove_assets.storage.warehouse import Warehouse
 
-    cli("demo", "--log-level", "WARNING")
     wh = Warehouse(prove_home / "warehouse.duckdb")
     kept = wh.read("verified_qa").query("verdict == 'kept'")
     qa_id = kept["qa_id"].iloc[0]

@@ -91,6 +91,9 @@ def test_eight_concurrent_materializations_all_land(prove_home: Path, tmp_path: 
     )
     (tmp_path / "d8.yaml").write_text(f"datasets:\n  eight:\n    loader: jsonl\n    path: {data}\n    shard_size: 1\n")
     monkeypatch.setenv("PROVE_DATASETS", str(tmp_path / "d8.yaml"))
+    # `images` parses no text: each of the 8 processes skips loading the spaCy pipeline at import
+    # (about 4 s of CPU each, 2026-11-23), which only the parse extractor's code version needs.
+    monkeypatch.setenv("PROVE_PARSE_EXTRACTOR", "0")
     with dg.DagsterInstance.get() as instance:
         shards = [f"eight-{i:03d}" for i in range(8)]
         instance.add_dynamic_partitions("shards", shards)
