@@ -47,6 +47,11 @@ defs = dg.Definitions(
     assets=all_assets,
     asset_checks=all_checks,
     jobs=[build_benchmark, evaluate_models, report, calibrate],
+    # Also the executor of the implicit asset job that UI launches and backfills run: the default
+    # multiprocess executor would start a process per step (asset checks included), each
+    # re-importing the project (7-13 s here), which left a 4-partition daemon backfill unfinished
+    # after 7 min on 2 cores.
+    executor=dg.in_process_executor,
     sensors=[registry_sensor],
     resources={
         "warehouse": WarehouseResource(),
