@@ -294,14 +294,15 @@ def cmd_flag(args: argparse.Namespace) -> None:
 
 
 def _audit_pairs(wh: Warehouse, args: argparse.Namespace) -> pd.DataFrame:
-    from prove_assets.core.audit import audit_sample
-    from prove_assets.storage.audit import audit_pool, read_audit_log
+    from prove_assets.core.audit import audit_sample, current_marks, latest_marks
+    from prove_assets.storage.audit import audit_pool, benchmark_pairs, read_audit_log
 
     try:
         pool = audit_pool(wh, args.shard, args.image)
     except LookupError as exc:
         raise SystemExit(str(exc)) from None
-    audited = set(read_audit_log(wh)["qa_id"])
+    # A pair rebuilt with other words since its mark is offered again.
+    audited = set(current_marks(latest_marks(read_audit_log(wh)), benchmark_pairs(wh))["qa_id"])
     return audit_sample(pool, audited, None if args.all else args.n, args.seed)
 
 

@@ -261,7 +261,7 @@ def _describe_cause(cause: Any) -> str:
     return text
 
 
-def refresh(instance: dg.DagsterInstance | None = None, log_level: str = "INFO", max_rounds: int = 12) -> list[Any]:
+def refresh(instance: dg.DagsterInstance | None = None, log_level: str = "INFO") -> list[Any]:
     """Re-materialize stale asset-partitions, upstream first, until nothing is stale. A
     re-materialization that yields the same data version leaves its downstream fresh. A
     partition that fails is reported at the end and not retried; the others go on."""
@@ -271,7 +271,9 @@ def refresh(instance: dg.DagsterInstance | None = None, log_level: str = "INFO",
     defs = _defs()
     order = [k.to_user_string() for k in defs.resolve_asset_graph().toposorted_asset_keys]
     results, failed = [], []
-    for _ in range(max_rounds):
+    # Each round takes the topologically first stale asset, so one round per asset is enough
+    # (a fixed 12 stopped a flag's cascade before it reached the explorer).
+    for _ in range(len(order)):
         stale = [s for s in find_stale(instance) if (s.asset, s.partition) not in failed]
         if not stale:
             break
