@@ -56,12 +56,13 @@ def load_pipeline() -> Any:
     return spacy.load(PIPELINE, disable=["ner"])
 
 
+@lru_cache(maxsize=1)
 def available() -> bool:
-    try:
-        load_pipeline()
-    except (ImportError, OSError):
-        return False
-    return True
+    """Whether spaCy and the English pipeline are installed, without loading them: every process
+    that imports the definitions asks (code versions), and loading costs ~4 s of CPU there."""
+    from importlib.util import find_spec
+
+    return find_spec("spacy") is not None and find_spec(PIPELINE) is not None
 
 
 # Position adjectives belong to a name: they tell two things apart ("front wheel", "left window").
