@@ -85,6 +85,15 @@ def test_closed_classes_read_words_and_digits():
     assert class_words('the text "OPEN 24 HOURS"')["text"] == {"open", "24", "hour"}
 
 
+def test_a_lone_intensity_or_unstated_size_word_is_a_claim_of_its_own(judge):
+    """ "dark" inside "dark red" carries no claim, but "the shadow is dark" does; a size the
+    premise does not state is not entailed by another attribute of the thing."""
+    assert not judge.entails([attr("shadow", "soft", "texture")], attr("shadow", "dark", "state")).entailed
+    assert judge.entails([attr("shadow", "dark", "state")], attr("shadow", "dark", "state")).entailed
+    assert not judge.entails([attr("rim", "dark", "state")], attr("rim", "thin", "size")).entailed
+    assert judge.entails([attr("cup", "dark red")], attr("cup", "red")).entailed
+
+
 def test_strict_score_binary_and_edge_cases(judge):
     answer = [SceneTuple("entity", "cup"), attr("cup", "red")]
     good = strict_score("What is on the saucer?", answer, answer, CAPTION, judge)

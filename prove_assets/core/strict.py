@@ -192,6 +192,8 @@ _CLASSES: dict[str, list[tuple[list[str], str]]] = {
 }
 _PREDICATES = _lookup(PREDICATE)
 _CLASS_TOKENS = {spelling[0] for table in _CLASSES.values() for spelling, _ in table if len(spelling) == 1}
+# Modifiers of a colour ("dark red"), but a claim of their own when alone ("the shadow is dark").
+_INTENSITY = {"light", "dark", "bright", "pale", "deep"}
 # Words that carry no claim of their own in an attribute value.
 _STOP = set(
     [
@@ -389,17 +391,22 @@ class StrictEntailment:
                 pv = f'"{pv}"'
             for cls, words in class_words(pv).items():
                 stated.setdefault(cls, set()).update(words)
+        unstated: set[str] = set()
         for cls, words in claimed.items():
             if cls not in stated:
                 if cls in ("size", "state"):
-                    continue  # not stated either way: decided by the free-text check below
+                    unstated |= set(words)  # not stated either way: decided by the free-text check below
+                    continue
                 return Decision(False, None, f"{cls} of {h.entity!r} not stated ({', '.join(sorted(words))})")
             if _conflicts(cls, words, stated[cls]):
                 return Decision(
                     False, None, f"{cls} contradicts: {', '.join(sorted(words))} vs {', '.join(sorted(stated[cls]))}"
                 )
-        closed = {w for ws in claimed.values() for w in ws}
-        rest = {w for w in tokens(value) if w not in _STOP and w not in closed and w not in _CLASS_TOKENS}
+        closed = {w for ws in claimed.values() for w in ws} - unstated
+        words = [w for w in tokens(value) if w not in closed]
+        rest = {w for w in words if w not in _STOP and (w in unstated or w not in _CLASS_TOKENS)}
+        if not rest and not closed:
+            rest = {w for w in words if w in _INTENSITY}  # "dark" alone is the claim, not a modifier
         stated_tokens = {w for p in same for w in tokens(p.value or "")}
         best = max(same, key=lambda p: self.similarity(p.value or "", value))
         if not rest or rest <= stated_tokens:
