@@ -42,8 +42,9 @@ def test_both_storages_answer_the_same(wh: Warehouse) -> None:
     assert wh.read("missing").empty and wh.read("t", {"shard": "nope"}).empty
     wh.replace_partition("t", pd.DataFrame({"a": pd.Series([], dtype=int)}), {"shard": "s-1", "model": "m2"})
     assert wh.query("SELECT count(*) AS n FROM prove.t WHERE model = 'm2'")["n"][0] == 0
-    wh.replace_table("board", pd.DataFrame({"m": ["x", "y"]}), "run-1")
+    wh.replace_table("board", pd.DataFrame({"m": ["x", "y"], "PROVE H": [0.5, None]}), "run-1")
     assert wh.read("board")["run_id"].tolist() == ["run-1", "run-1"]
+    assert wh.read("board")["PROVE H"].tolist()[0] == 0.5  # a report's readable column name
     wh.ensure_table(CALLS_DDL)
     assert wh.read("calls").empty and list(wh.read("calls").columns) == ["call_id", "writer", "n", "created_at"]
     wh.append("calls", pd.DataFrame({"call_id": ["c1"], "writer": ["w"], "n": [1]}))

@@ -46,6 +46,12 @@ def _sql_str(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _column(name: str) -> str:
+    """A column of one of our own frames, quoted: report tables have readable column names
+    ("PROVE H") that the DuckDB file stores as they are."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 class ParquetWarehouse(Warehouse):
     """The Warehouse API (replace_partition, replace_table, append, ensure_table, read, query,
     connect(read_only=True)) over a folder of Parquet files. Reads build DuckDB views
@@ -140,7 +146,7 @@ class ParquetWarehouse(Warehouse):
                     if self.table_exists(reader, table):
                         known = {r[0]: r[1] for r in reader.execute(f"DESCRIBE {SCHEMA}.{_ident(table)}").fetchall()}
             cols = ", ".join(
-                f"CAST({_ident(c)} AS {known.get(c, 'VARCHAR')}) AS {_ident(c)}" if t == "NULL" else _ident(c)
+                f"CAST({_column(c)} AS {known.get(c, 'VARCHAR')}) AS {_column(c)}" if t == "NULL" else _column(c)
                 for c, t in types.items()
             )
             con.execute(f"COPY (SELECT {cols} FROM incoming) TO {_sql_str(str(tmp))} (FORMAT parquet)")
