@@ -51,9 +51,11 @@ ledger: venv
 	$(VENV)/bin/prove-assets demo
 	$(VENV)/bin/prove-assets export-ledger
 
-# Tuple extraction vs the hand-written gold tuples, per embedded model and extractor setting.
+# Tuple extraction vs the hand-written gold tuples, per embedded model and extractor setting;
+# then the planned targets' programs on the gold graph (no wording request is sent).
 compare-extractors: venv
 	$(PY) bench/compare_extractors.py
+	$(PY) bench/construction_proxy.py
 
 bench: venv
 	$(PY) bench/bench_sandbox.py
