@@ -153,14 +153,14 @@ def judge_pair(
         if asked:
             return Verdict("answer_mismatch", f"the pair is about a {asked}, the facts give none")
         # A value the question names is given away, unless it asks which of several things has it.
-        asked = words(question)
+        question_words = words(question)
         given = [
             f
             for f in facts
             if f.kind == "attribute"
             and fact_words(f)
-            and fact_words(f) <= asked
-            and (not _several_things(facts) or _head(f.entity) <= asked)
+            and fact_words(f) <= question_words
+            and (not _several_things(facts) or _head(f.entity) <= question_words)
         ]
         if given:
             return Verdict("filtered_trivial", f"the question already states the answer ({given[0].text})")
