@@ -31,7 +31,8 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -243,8 +244,10 @@ def make_dataset(tmp: Path, n: int) -> None:
     os.environ["PROVE_MODELS"] = str(tmp / "models.yaml")
 
 
-def scale_child(n: int) -> dict[str, Any]:
-    """One size, in this (fresh) process: build + evaluate `gold` + report over n images."""
+@contextmanager
+def synthetic_home(n: int, **env: str) -> Iterator[Any]:
+    """A fresh DAGSTER_HOME with n synthetic images, its LLM the scripted test server (started
+    and stopped here); yields the server (it counts the requests)."""
     from prove_assets_tests.scripted_llm import ScriptedLLMServer
 
     with tempfile.TemporaryDirectory() as tmp_s, ScriptedLLMServer() as server:
@@ -255,11 +258,17 @@ def scale_child(n: int) -> dict[str, Any]:
             PROVE_LLM_BASE_URL=server.base_url,
             PROVE_LLM_MODEL="scripted",
             PROVE_LLM_JSON_MODE="json_object",
-            PROVE_LLM_CONCURRENCY="4",
             # Rubric judges (issue 10) would ask the test server 4 times per response for text
-            # it cannot judge: the scaled run covers the PROVE steps.
+            # it cannot judge: these runs cover the PROVE steps.
             PROVE_JUDGES="none",
+            **env,
         )
+        yield server
+
+
+def scale_child(n: int) -> dict[str, Any]:
+    """One size, in this (fresh) process: build + evaluate `gold` + report over n images."""
+    with synthetic_home(n, PROVE_LLM_CONCURRENCY="4") as server:
         instrument()
         from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
         from prove_assets.orchestration import get_instance, pipeline_steps
@@ -328,18 +337,7 @@ TEMPLATE_IMAGES = 50  # one shard
 def explorer_template(dest: Path) -> None:
     """One 50-image synthetic shard built and evaluated (`gold`) through the pipeline against the
     scripted test server, and its leaderboard; the explorer's tables saved as Parquet under dest."""
-    from prove_assets_tests.scripted_llm import ScriptedLLMServer
-
-    with tempfile.TemporaryDirectory() as tmp_s, ScriptedLLMServer() as server:
-        tmp = Path(tmp_s)
-        fresh_home(tmp)
-        make_dataset(tmp, TEMPLATE_IMAGES)
-        os.environ.update(
-            PROVE_LLM_BASE_URL=server.base_url,
-            PROVE_LLM_MODEL="scripted",
-            PROVE_LLM_JSON_MODE="json_object",
-            PROVE_JUDGES="none",
-        )
+    with synthetic_home(TEMPLATE_IMAGES):
         import dagster as dg
 
         from prove_assets.core.explorer import TABLES
