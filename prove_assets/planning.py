@@ -294,13 +294,11 @@ class Planner:
     def _extracted_answers(self, shard: str, kept: pd.DataFrame) -> list[str]:
         """The kept answers `answer_tuples` sends to tuple extraction: a planned pair's answer
         tuples are its target's facts (no request), a freely generated pair's answer is
-        extracted. Mirrors the selection inside the asset (defs/benchmark.answer_tuples), which
-        exposes no request builder for it."""
-        cands = self.wh.read("qa_candidates", {"shard": shard})
-        if "facts" not in cands:
-            return list(kept["answer"])
-        facts = dict(zip(cands["qa_id"], cands["facts"], strict=True))
-        return [a for q, a in zip(kept["qa_id"], kept["answer"], strict=True) if not _has_facts(facts.get(q))]
+        extracted (the asset's own selection, `benchmark.planned_facts`)."""
+        from prove_assets.defs import benchmark
+
+        facts = benchmark.planned_facts(self.wh.read("qa_candidates", {"shard": shard}))
+        return [a for q, a in zip(kept["qa_id"], kept["answer"], strict=True) if q not in facts]
 
     def _settled(self) -> bool:
         """Whether the last step's output stays as it is (exactly known, nothing to send)."""
@@ -441,10 +439,6 @@ class Planner:
             settings, _, _ = response_requests(spec, [], prompts_dir())
             return settings, model_price(spec)
         return None, llm_price()
-
-
-def _has_facts(value: Any) -> bool:
-    return value is not None and not (isinstance(value, float) and value != value) and bool(value)
 
 
 def _response(result: Any) -> Any:

@@ -611,6 +611,14 @@ def verified_qa(
     )
 
 
+def planned_facts(candidates: pd.DataFrame) -> dict[str, str]:
+    """qa_id -> the target facts (JSON) of each planned pair; a freely generated pair has none,
+    so `answer_tuples` extracts its answer instead (`prove-assets plan` counts those requests)."""
+    if "facts" not in candidates:
+        return {}
+    return {q: f for q, f in zip(candidates["qa_id"], candidates["facts"], strict=True) if isinstance(f, str) and f}
+
+
 @dg.asset(
     group_name="benchmark",
     partitions_def=shard_partitions,
@@ -632,10 +640,9 @@ def answer_tuples(
     kept = (
         qa[qa["verdict"] == "kept"] if len(qa) else pd.DataFrame(columns=["qa_id", "image_id", "answer", "generator"])
     )
-    cands = wh.read("qa_candidates", {"shard": shard})
-    facts = dict(zip(cands["qa_id"], cands["facts"], strict=True)) if len(cands) else {}
-    planned = kept[kept["qa_id"].map(lambda q: bool(facts.get(q)))]
-    extracted = kept[~kept["qa_id"].isin(planned["qa_id"])]
+    facts = planned_facts(wh.read("qa_candidates", {"shard": shard}))
+    planned = kept[kept["qa_id"].isin(facts)]
+    extracted = kept[~kept["qa_id"].isin(facts)]
     rows = []
     for r in planned.itertuples():
         for i, t in enumerate(facts_from_json(facts[r.qa_id]) or []):
