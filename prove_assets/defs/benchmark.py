@@ -94,11 +94,12 @@ def extract_tuple_rows(
                      "call_id": results[i].call_id, "error": results[i].error, "normalised_from": None,
                      "normalise_reason": None}
                 )  # fmt: skip
-        by_llm = [set(results[i].data) for i in ok]
-        canonical, dropped = canonicalise([combine(results[i].data, texts[i]) for i in ok], [texts[i] for i in ok])
+        combined = [combine(results[i].data, texts[i]) for i in ok]
+        canonical, dropped = canonicalise([tuples for tuples, _ in combined], [texts[i] for i in ok])
         for n, c in enumerate(canonical):
             i = ok[c.chunk]
-            extractor = "llm" if (c.source or c.tuple) in by_llm[c.chunk] else "parse"
+            # An LLM relation renamed to the parser's entities is still the LLM's.
+            extractor = "parse" if (c.source or c.tuple) in combined[c.chunk][1] else "llm"
             rows.append(
                 {**keys[i], "tuple_index": n, **c.tuple.as_row(), "extractor": extractor,
                  "call_id": results[i].call_id, "error": None,

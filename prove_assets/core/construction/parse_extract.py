@@ -34,6 +34,14 @@ ABSTRACT = {
     "focus", "light", "distance", "area", "surface", "inside", "outside", "one", "ones", "end", "others", "rest",
     *("hundreds", "dozens", "thousands", "lots", "pair", "group", "row", "set", "bunch", "series", "couple"),
     *("handful", "variety", "mix", "collection", "pile", "cluster", "kind", "piece", "bit"),
+    # when and from where the photo was taken, and its light: not things in it
+    *("day", "night", "dusk", "dawn", "morning", "afternoon", "evening", "noon", "midday", "twilight", "daytime"),
+    *("vantage", "viewpoint", "point", "perspective", "lighting", "exposure"),
+}  # fmt: skip
+# Adjectives that relate a thing to others or to the frame rather than describe it.
+NON_DESCRIPTIVE = {
+    "main", "other", "same", "different", "various", "certain", "whole", "entire", "only", "own", "particular",
+    "matching", "similar", "usual", "typical", "overall", "additional", "further",
 }  # fmt: skip
 # Verbs whose preposition alone is the relation ("sits on the table" -> on).
 POSTURE = {"be", "sit", "stand", "rest", "lie", "hang", "place", "set", "mount", "perch", "park", "locate", "stay",
@@ -96,7 +104,12 @@ def _describes(c: Any) -> bool:
     """A modifier that is an attribute of the thing: an adjective ("glossy"), or a colour,
     material or adjective the tagger put in a compound ("navy cap", "pale lake")."""
     if c.dep_ == "amod":
-        return c.pos_ in ("ADJ", "VERB") and c.text.isalpha() and c.text.lower() not in NAME_ADJECTIVES
+        return (
+            c.pos_ in ("ADJ", "VERB")
+            and c.text.isalpha()
+            and c.text.lower() not in NAME_ADJECTIVES
+            and c.text.lower() not in NON_DESCRIPTIVE
+        )
     return c.dep_ == "compound" and (
         word_class(c.text.lower()) in ("color", "material") or (c.pos_ == "ADJ" and not _in_hyphenated_word(c))
     )
@@ -117,14 +130,42 @@ def _grades_colour(tok: Any) -> bool:
     return tok.text.lower() in INTENSITY and nxt is not None and word_class(nxt.text.lower()) == "color"
 
 
+def _colour_part(tok: Any) -> bool:
+    """A word that belongs to a colour value before it: a colour, an intensity, a hyphen."""
+    return tok.text == "-" or tok.text.lower() in INTENSITY or word_class(tok.text.lower()) == "color"
+
+
 def _value(adj: Any) -> str:
-    """An adjective's value with its grading and hyphenated parts: "pale bluish-white"."""
-    start = adj.left_edge.i if word_class(adj.text.lower()) == "color" else adj.i
+    """An adjective's value with its grading and hyphenated parts: "pale bluish-white". A colour
+    takes the colour words and intensities right before it, not other adjectives ("glossy" of
+    "glossy dark red" is a value of its own: `_value_modifiers`)."""
+    start = adj.i
+    if word_class(adj.text.lower()) == "color":
+        while start > adj.left_edge.i and _colour_part(adj.doc[start - 1]):
+            start -= 1
     before = adj.doc[start - 1] if start > 0 else None
     if before is not None and _grades_colour(before):
         start -= 1
     mods = [c for c in adj.children if c.dep_ in ("advmod", "npadvmod") and c.i < start and c.text.lower() in INTENSITY]
     return " ".join(t.text.lower() for t in [*mods, *adj.doc[start : adj.i + 1]]).replace(" - ", "-").replace(" -", "-")
+
+
+def _value_modifiers(adj: Any) -> list[Any]:
+    """Adjectives before a colour that are not part of its value ("glossy" in "is glossy red")."""
+    if word_class(adj.text.lower()) != "color":
+        return []
+    kept = _value(adj).replace("-", " ").split()
+    return [c for c in adj.children if c.dep_ == "amod" and c.i < adj.i and c.pos_ == "ADJ" and c.text.lower() not in kept]
+
+
+def _predicate_adjectives(acomp: Any) -> list[Any]:
+    """A predicate adjective and its conjuncts ("is glossy red ... and white"): adjectives, or
+    colour words the small tagger read as nouns."""
+
+    def adjective(tok: Any) -> bool:
+        return tok.pos_ == "ADJ" or word_class(tok.text.lower()) == "color"
+
+    return [a for a in [acomp, *acomp.conjuncts] if adjective(a)]
 
 
 def _misread_verb(tok: Any) -> bool:
@@ -253,10 +294,12 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
             continue
         lemma = tok.lemma_.lower()
         for c in tok.children:
-            if c.dep_ == "acomp" and c.pos_ == "ADJ":
+            if c.dep_ == "acomp" or (c.dep_ == "attr" and not _is_entity(c)):  # "is shiny blue": blue/attr
                 for s in subjects:
-                    for adj in _conjuncts(c):
+                    for adj in _predicate_adjectives(c):
                         attribute(s, _value(adj))
+                        for mod in _value_modifiers(adj):
+                            attribute(s, _value(mod))
             elif c.dep_ == "prep":
                 pred, obj = _prep_phrase(c)
                 if obj is None or pred not in SPATIAL:
@@ -314,27 +357,30 @@ def anchor(name: str, entities: Sequence[str]) -> str | None:
     return heads[0] if len(heads) == 1 else None
 
 
-def combine(llm: Iterable[SceneTuple], text: str) -> list[SceneTuple]:
-    """One text's tuples from both extractors: the parser's entities, attributes and relations,
-    plus the LLM's relations between entities the parser found (their ends renamed to the
-    parser's names). Measured on the sample's hand-written gold tuples (docs/construction.md):
-    the parser's attributes beat the 1.5B model's and adding the LLM's lowers precision more than
-    it adds recall; for relations each finds ones the other misses, but an LLM end the parser
-    never saw is mostly a phrase, not a thing ("from a high vantage point on a bright day"). The
-    LLM's tuples alone when the parser is off or not installed."""
+def combine(llm: Iterable[SceneTuple], text: str) -> tuple[list[SceneTuple], set[SceneTuple]]:
+    """One text's tuples from both extractors, and which of them the parser made: the parser's
+    entities, attributes and relations, plus the LLM's relations between entities the parser found
+    (their ends renamed to the parser's names) that the parser does not already relate. Measured
+    on the sample's hand-written gold tuples (docs/construction.md): the parser's attributes beat
+    the 1.5B model's and adding the LLM's lowers precision more than it adds recall; for relations
+    each finds ones the other misses, but an LLM end the parser never saw is mostly a phrase, not
+    a thing ("from a high vantage point on a bright day"), and where both relate the same two
+    things the parser's reading of the sentence is the more reliable one (the LLM's is mostly
+    the same fact reversed). The LLM's tuples alone when the parser is off or not installed."""
     llm = list(dict.fromkeys(llm))
     if not (ENABLED and available()):
-        return llm
+        return llm, set()
     parsed = parse_tuples_from_text(text)
     entities = [t.entity for t in parsed if t.kind == "entity"]
+    related = {frozenset((t.entity, t.target)) for t in parsed if t.kind == "relation"}
     anchored = []
     for t in llm:
         if t.kind != "relation":
             continue
         source, target = anchor(t.entity, entities), anchor(t.target or "", entities)
-        if source and target and source != target:
+        if source and target and source != target and frozenset((source, target)) not in related:
             anchored.append(replace(t, entity=source, target=target))
-    return list(dict.fromkeys([*parsed, *anchored]))
+    return list(dict.fromkeys([*parsed, *anchored])), set(parsed)
 
 
 def extractor_setting() -> str:

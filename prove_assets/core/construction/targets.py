@@ -357,9 +357,14 @@ def _relations(sg: SceneGraph) -> list[SceneTuple]:
     return out
 
 
+def _value_words(value: str) -> list[str]:
+    """A value's words as the which-program splits it."""
+    return value.replace("-", " ").replace(",", " ").split()
+
+
 def _colour_words(value: str) -> list[str]:
     """The colour words of a value as the which-program splits it ("pale bluish-white" -> white)."""
-    return [w for w in value.replace("-", " ").replace(",", " ").split() if "color" in class_words(w)]
+    return [w for w in _value_words(value) if "color" in class_words(w)]
 
 
 def _order(items: Iterable, salt: str) -> list:
@@ -484,18 +489,27 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
     for e1, e2 in sorted(p for p in related if p[0] in colored and p[1] in colored):
         every = [a for a in all_attrs if a.entity in (e1, e2) and a.attribute_type == "color"]
         add("compare", e1, every, compare_program(e1, e2, "color"), entity=e1, other=e2, type="color")
-    # "Which things are white?": a whole-scene question (its program reads every node's colour),
-    # asked when two to four things share a colour word and the caption states each of them.
-    by_word: dict[str, list[str]] = {}
+    # "Which things are white / wooden / glossy?": a whole-scene question (its program reads every
+    # node's value of the type), asked when two to four things share the word and the caption
+    # states each of them. A word other than a colour must be some thing's whole value, so that
+    # a part of a phrase ("partly" of "partly filled") is never asked about; size is relative.
+    by_word: dict[tuple[str, str], list[str]] = {}
+    whole = {(a.attribute_type, (a.value or "").strip()) for a in all_attrs}
     for a in all_attrs:
-        if a.attribute_type == "color":
-            for word in _colour_words(a.value or ""):
-                by_word.setdefault(word, []).append(a.entity)
-    for word, entities in sorted(by_word.items()):
+        typ = a.attribute_type or ""
+        if typ == "color":
+            words = _colour_words(a.value or "")
+        elif typ in DESCRIBE_TYPES and typ != "size":
+            words = [w for w in _value_words(a.value or "") if (typ, w) in whole]
+        else:
+            continue
+        for word in words:
+            by_word.setdefault((typ, word), []).append(a.entity)
+    for (typ, word), entities in sorted(by_word.items()):
         entities = list(dict.fromkeys(entities))
         if 2 <= len(entities) <= 4:
-            facts = [SceneTuple("attribute", e, attribute_type="color", value=word) for e in entities]
-            add("which", entities[0], facts, which_program("color", word), value=word)
+            facts = [SceneTuple("attribute", e, attribute_type=typ, value=word) for e in entities]
+            add("which", entities[0], facts, which_program(typ, word), value=word)
     caption_words = _stems(sg.caption.lower())
     entity_words = {w for e in sg.nodes for w in _stems(str(e))}
     for word in _order(absent_vocabulary, salt):
