@@ -155,7 +155,8 @@ def _value_modifiers(adj: Any) -> list[Any]:
     if word_class(adj.text.lower()) != "color":
         return []
     kept = _value(adj).replace("-", " ").split()
-    return [c for c in adj.children if c.dep_ == "amod" and c.i < adj.i and c.pos_ == "ADJ" and c.text.lower() not in kept]
+    before = [c for c in adj.children if c.dep_ == "amod" and c.i < adj.i and c.pos_ == "ADJ"]
+    return [c for c in before if c.text.lower() not in kept]
 
 
 def _predicate_adjectives(acomp: Any) -> list[Any]:
