@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -334,6 +335,23 @@ def cmd_audit(args: argparse.Namespace) -> None:
                 " [lo, hi] = 95% Wilson interval"
             )
         return
+    if args.export:
+        from prove_assets.storage.audit import export_marks
+
+        print(f"wrote {export_marks(wh, Path(args.export))} mark(s) to {args.export}")
+        return
+    if args.import_file:
+        from prove_assets.storage.audit import import_marks, read_marks_file
+
+        marks, problems = read_marks_file(Path(args.import_file))
+        for problem in problems:
+            print(f"skipped {problem}", file=sys.stderr)
+        imported, stale, flagged = import_marks(wh, marks)
+        if stale:
+            print(f"{stale} mark(s) are of pairs not in this benchmark as shown (rebuilt since, or not built here)")
+        apply_audit(flagged, args.log_level)
+        _audit_done(imported, flagged)
+        return
     if args.mark:
         qa_id, verdict = args.mark
         try:
@@ -529,6 +547,11 @@ def main(argv: list[str] | None = None) -> None:
     mode.add_argument("--mark", nargs=2, metavar=("QA_ID", "VERDICT"), help="record one mark: correct|wrong|irrelevant")
     mode.add_argument("--list", action="store_true", help="print the pairs still to audit, ask nothing")
     mode.add_argument("--report", action="store_true", help="error rates with 95%% Wilson intervals")
+    mode.add_argument("--export", metavar="FILE", help="write every mark to a JSON-lines file (to share an audit)")
+    mode.add_argument(
+        "--import", dest="import_file", metavar="FILE",
+        help="record the marks of such a file whose pairs are in the benchmark as they were shown",
+    )  # fmt: skip
     p.add_argument("--note", default="", help="with --mark: why")
     p.add_argument("--format", choices=["table", "json"], default="table", help="for --list and --report")
     p.add_argument("--log-level", default="WARNING")

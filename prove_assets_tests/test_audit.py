@@ -224,3 +224,39 @@ def test_audit_cli_marks_flags_and_reports(built, monkeypatch, capsys):
     main(["audit", "--report"])
     assert "PROVE paper" in capsys.readouterr().out
     assert audit_report(latest_marks(wh.read("qa_audit_log"))).iloc[0]["wrong"] == 0
+
+
+def test_an_exported_audit_imports_into_another_warehouse_once_and_only_for_pairs_as_shown(
+    built, tmp_path, capsys
+):
+    from prove_assets.cli import main
+    from prove_assets.storage.audit import read_marks_file
+
+    wh = built
+    kept = sorted(wh.read("verified_qa").query("verdict == 'kept'")["qa_id"])
+    main(["audit", "--mark", kept[0], "wrong", "--note", "the cup is blue", "--by", "ann"])
+    main(["audit", "--mark", kept[1], "correct", "--by", "ann"])
+    shared = tmp_path / "shared" / "marks.jsonl"
+    main(["audit", "--export", str(shared)])
+    assert len(shared.read_text().splitlines()) == 2
+
+    # Another warehouse with the same pairs, except that kept[1] was rebuilt with other words,
+    # and a file with one line that is no mark: the rebuilt pair's mark does not speak for it.
+    with wh.connect() as con:
+        con.execute("DELETE FROM prove.qa_audit_log")
+        con.execute("DELETE FROM prove.qa_flag_log")
+        con.execute("UPDATE prove.verified_qa SET answer = 'Thing 1 is blue.' WHERE qa_id = ?", [kept[1]])
+    shared.write_text(shared.read_text() + "not json\n")
+    capsys.readouterr()
+    main(["audit", "--import", str(shared)])
+    captured = capsys.readouterr()
+    assert "line 3" in captured.err and "1 mark(s) are of pairs not in this benchmark" in captured.out
+    assert "recorded 1 mark(s)" in captured.out
+    log = wh.read("qa_audit_log")
+    assert list(zip(log["qa_id"], log["verdict"], log["audited_by"], strict=True)) == [(kept[0], "wrong", "ann")]
+    assert list(wh.read("qa_flag_log")["reason"]) == ["audit: wrong: the cup is blue"]
+    # Importing again records nothing twice.
+    main(["audit", "--import", str(shared)])
+    assert "recorded 0 mark(s)" in capsys.readouterr().out and len(wh.read("qa_audit_log")) == 1
+    marks, problems = read_marks_file(shared)
+    assert len(marks) == 2 and problems == ["marks.jsonl line 3: Expecting value: line 1 column 1 (char 0)"]

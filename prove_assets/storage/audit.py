@@ -6,17 +6,25 @@ so the pair leaves the benchmark on refresh through the existing flag mechanism.
 from __future__ import annotations
 
 import getpass
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pandas as pd
 
-from prove_assets.core.audit import flag_action, flag_reason, normalise_verdict
+from prove_assets.core.audit import current_marks, flag_action, flag_reason, latest_marks, normalise_verdict
 from prove_assets.storage.flags import active_flags, record_flag
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
 
 AUDIT_LOG_DDL = f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.qa_audit_log (
     qa_id VARCHAR, shard VARCHAR, image_id VARCHAR, generator VARCHAR, verdict VARCHAR, note VARCHAR,
     audited_by VARCHAR, audited_at TIMESTAMP, question VARCHAR, answer VARCHAR, program_output VARCHAR)"""
+
+
+AUDIT_LOG_COLUMNS = (
+    "qa_id", "shard", "image_id", "generator", "verdict", "note", "audited_by", "audited_at", "question", "answer",
+    "program_output",
+)  # fmt: skip
 
 
 def read_audit_log(wh: Warehouse) -> pd.DataFrame:
@@ -68,11 +76,17 @@ def audit_pool(
 
 
 def record_audit(
-    wh: Warehouse, qa_id: str, verdict: str, note: str = "", audited_by: str | None = None
+    wh: Warehouse,
+    qa_id: str,
+    verdict: str,
+    note: str = "",
+    audited_by: str | None = None,
+    audited_at: datetime | None = None,
 ) -> tuple[str, str | None]:
     """Append a mark on a kept (or already audited) pair and, for wrong / irrelevant, a flag
     with reason `audit: <verdict>: <note>`; a pair an audit had flagged and now marked correct
-    is unflagged. Returns (shard, the flag action written or None)."""
+    is unflagged. `audited_at` defaults to now (an imported mark keeps its own time). Returns
+    (shard, the flag action written or None)."""
     verdict = normalise_verdict(verdict)
     pair = audit_pool(wh, qa_id=qa_id)
     if pair.empty:
@@ -86,7 +100,7 @@ def record_audit(
         "verdict": verdict,
         "note": note,
         "audited_by": audited_by or getpass.getuser(),
-        "audited_at": datetime.now(UTC).replace(tzinfo=None),
+        "audited_at": audited_at or datetime.now(UTC).replace(tzinfo=None),
         "question": row["question"],
         "answer": row["answer"],
         "program_output": row["program_output"],
@@ -99,3 +113,55 @@ def record_audit(
     if action:
         record_flag(wh, qa_id, action, flag_reason(verdict, note), audited_by)
     return shard, action
+
+
+def export_marks(wh: Warehouse, path: Path) -> int:
+    """Write the marks that count now (the latest per pair, of pairs in the benchmark as they were
+    shown) as JSON lines: an audit to share, or to ship with a dataset (`import_marks`)."""
+    marks = current_marks(latest_marks(read_audit_log(wh)), benchmark_pairs(wh))
+    rows = json.loads(marks.to_json(orient="records", date_format="iso")) if len(marks) else []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+    return len(rows)
+
+
+def read_marks_file(path: Path) -> tuple[pd.DataFrame, list[str]]:
+    """The marks of a JSON-lines file and, for each line that is not a mark, why."""
+    marks, problems = [], []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            mark = json.loads(line)
+            missing = [c for c in ("qa_id", "verdict", "question", "answer", "audited_at") if not mark.get(c)]
+            if missing:
+                raise ValueError(f"missing {', '.join(missing)}")
+            mark["verdict"] = normalise_verdict(mark["verdict"])
+            mark["audited_at"] = pd.Timestamp(mark["audited_at"]).tz_localize(None).to_pydatetime()
+        except (ValueError, TypeError) as exc:
+            problems.append(f"{path.name} line {n}: {exc}")
+            continue
+        marks.append(mark)
+    return pd.DataFrame(marks, columns=[*AUDIT_LOG_COLUMNS]) if marks else pd.DataFrame(
+        columns=[*AUDIT_LOG_COLUMNS]
+    ), problems
+
+
+def import_marks(wh: Warehouse, marks: pd.DataFrame) -> tuple[int, int, set[str]]:
+    """Record the latest mark per pair from `marks` that still speaks for the benchmark (same
+    qa_id, question and answer as a pair now kept or flagged; `current_marks`) and is not in the
+    log yet, with its own author, note and time, flagging as a mark made here would. Returns
+    (imported, skipped as rebuilt or unknown pairs, shards whose flags changed)."""
+    latest = latest_marks(marks)
+    current = current_marks(latest, benchmark_pairs(wh))
+    log = read_audit_log(wh)
+    known = set(zip(log["qa_id"], log["verdict"], pd.to_datetime(log["audited_at"]), strict=True))
+    imported, changed = 0, set()
+    for m in current.itertuples():
+        if (m.qa_id, m.verdict, pd.Timestamp(m.audited_at)) in known:
+            continue
+        shard, action = record_audit(wh, m.qa_id, m.verdict, m.note or "", m.audited_by, m.audited_at)
+        imported += 1
+        if action:
+            changed.add(shard)
+    return imported, len(latest) - len(current), changed
