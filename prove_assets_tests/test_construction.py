@@ -378,9 +378,11 @@ def test_parser_splits_other_adjectives_off_a_colour_and_skips_times_viewpoints_
     texts = _texts(
         parse_tuples_from_text(
             "The mug is glossy dark red on the outside and white on the inside. The kite is shiny blue. "
-            "The town is seen from a high vantage point on a hazy day. A matching green plate holds the main course."
+            "The town is seen from a high vantage point on a hazy day. A matching green plate holds the main course. "
+            'A smaller bowl sits on a tray with the text "HOME".'
         )
     )
+    assert 'tray has the text "home"' in texts and not {"text", "bowl is smaller"} & texts
     assert {"mug is dark red", "mug is glossy", "mug is white", "kite is blue", "kite is shiny"} <= texts
     assert "mug is glossy dark red" not in texts and "kite is shiny blue" not in texts
     assert not {"day", "vantage point", "plate is matching", "course is main"} & texts

@@ -37,6 +37,8 @@ ABSTRACT = {
     # when and from where the photo was taken, and its light: not things in it
     *("day", "night", "dusk", "dawn", "morning", "afternoon", "evening", "noon", "midday", "twilight", "daytime"),
     *("vantage", "viewpoint", "point", "perspective", "lighting", "exposure"),
+    # writing is a value of the thing it is on ('a tag with the text "OPEN"'), not a thing
+    *("text", "lettering", "letters", "inscription", "writing"),
 }  # fmt: skip
 # Adjectives that relate a thing to others or to the frame rather than describe it.
 NON_DESCRIPTIVE = {
@@ -109,6 +111,7 @@ def _describes(c: Any) -> bool:
             and c.text.isalpha()
             and c.text.lower() not in NAME_ADJECTIVES
             and c.text.lower() not in NON_DESCRIPTIVE
+            and c.tag_ not in ("JJR", "JJS")  # "smaller", "brightest": relative to something else
         )
     return c.dep_ == "compound" and (
         word_class(c.text.lower()) in ("color", "material") or (c.pos_ == "ADJ" and not _in_hyphenated_word(c))
@@ -166,7 +169,7 @@ def _predicate_adjectives(acomp: Any) -> list[Any]:
     def adjective(tok: Any) -> bool:
         return tok.pos_ == "ADJ" or word_class(tok.text.lower()) == "color"
 
-    return [a for a in [acomp, *acomp.conjuncts] if adjective(a)]
+    return [a for a in [acomp, *acomp.conjuncts] if adjective(a) and not _quoted(a)]
 
 
 def _misread_verb(tok: Any) -> bool:
