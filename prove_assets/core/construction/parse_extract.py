@@ -40,6 +40,11 @@ ABSTRACT = {
     # writing is a value of the thing it is on ('a tag with the text "OPEN"'), not a thing
     *("text", "lettering", "letters", "inscription", "writing"),
 }  # fmt: skip
+# Things that depict another ("a model of", "a photo of"): "of" names what they show, not a whole.
+DEPICTIONS = {
+    "model", "replica", "statue", "figure", "figurine", "picture", "photo", "photograph", "image", "painting",
+    "drawing", "poster", "portrait", "reflection", "map", "sculpture", "toy", "print",
+}  # fmt: skip
 # Adjectives that relate a thing to others or to the frame rather than describe it.
 NON_DESCRIPTIVE = {
     "main", "other", "same", "different", "various", "certain", "whole", "entire", "only", "own", "particular",
@@ -284,6 +289,8 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
                 if pred == "of" and word_class(obj.text.lower()) == "material":
                     material = [a.text.lower() for a in obj.children if a.dep_ == "amod"] + [obj.text.lower()]
                     attribute(tok, " ".join(material), "material")
+                elif pred == "of" and tok.lemma_.lower() in DEPICTIONS:
+                    continue  # "a model of a space station" shows one; it is no part of one
                 elif pred == "of":
                     relation(tok, "part of", obj, "part")
                 elif pred == "with":
@@ -304,6 +311,11 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
                         attribute(s, _value(adj))
                         for mod in _value_modifiers(adj):
                             attribute(s, _value(mod))
+                        # "is red with a gold stripe": the stripe is the subject's, not the colour's
+                        for prep in (p for p in adj.children if p.dep_ == "prep" and p.text.lower() == "with"):
+                            obj = next((o for o in prep.children if o.dep_ == "pobj"), None)
+                            if obj is not None:
+                                relation(obj, "part of", s, "part")
             elif c.dep_ == "prep":
                 pred, obj = _prep_phrase(c)
                 if obj is None or pred not in SPATIAL:
