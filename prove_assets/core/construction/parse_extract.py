@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import lru_cache
@@ -64,8 +65,17 @@ MULTIWORD = {("in", "front", "of"): "in front of", ("on", "top", "of"): "on top 
 QUOTE = re.compile(r"[\"“]([^\"”]+)[\"”]")
 
 
-@lru_cache(maxsize=1)
+_pipeline_lock = threading.Lock()
+
+
 def load_pipeline() -> Any:
+    """The spaCy pipeline, loaded once per process (a step waits for a background load under way)."""
+    with _pipeline_lock:
+        return _load_pipeline()
+
+
+@lru_cache(maxsize=1)
+def _load_pipeline() -> Any:
     import spacy
 
     return spacy.load(PIPELINE, disable=["ner"])
