@@ -75,6 +75,54 @@ def test_kept_open_warehouse_yields_to_a_waiting_process(tmp_path: Path) -> None
     wh.close()
 
 
+COUNTING_READER = (
+    "import sys, time, duckdb; from prove_assets.storage.warehouse import Warehouse; calls = []; "
+    "real = duckdb.connect; duckdb.connect = lambda *a, **k: calls.append(1) or real(*a, **k); "
+    "t = time.monotonic(); n = len(Warehouse(sys.argv[1], lock_timeout_s=30).read('t')); "
+    "print(n, round(time.monotonic() - t, 2), len(calls))"
+)
+
+
+def test_a_waiting_process_takes_its_turn_without_refused_connects(tmp_path: Path) -> None:
+    """While one process has the file, another of ours waits on the turn lock (`<file>.lock`),
+    not by retrying duckdb.connect: it opens the file once, as soon as the holder is done."""
+    wh = Warehouse(tmp_path / "w.duckdb")
+    wh.replace_partition("t", pd.DataFrame({"a": [1, 2]}), {"shard": "s0"})
+    with wh.connect() as con:  # hold the file for a second while the reader starts and waits
+        reader = subprocess.Popen(
+            [sys.executable, "-c", COUNTING_READER, str(wh.path)], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        while not Path(f"{wh.path}.waiting").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the reader has imported and found the file in use
+        time.sleep(0.5)
+        con.execute("SELECT 1")
+    out, _ = reader.communicate(timeout=60)
+    rows, waited_s, connects = out.split()
+    assert rows == "2" and float(waited_s) >= 0.5
+    assert connects == "1"  # no refused opens while it waited
+
+
+def test_an_operation_inside_an_operation_joins_its_turn_while_another_process_waits(tmp_path: Path) -> None:
+    """A read made while the same thread has the file open must not queue behind a waiting
+    process (it would wait for itself)."""
+    wh = Warehouse(tmp_path / "w.duckdb", keep_open_s=600)  # the pipeline's: nested reads open read-write
+    wh.replace_partition("t", pd.DataFrame({"a": [1]}), {"shard": "s0"})
+    inner: list[int] = []
+
+    def nested() -> None:
+        with wh.connect():
+            wh._signal_waiting()  # as another process would, now
+            time.sleep(0.01)
+            inner.append(len(wh.read("t")))
+
+    worker = threading.Thread(target=nested, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert inner == [1]
+    wh.close()
+
+
 def test_gateway_releases_the_file_during_slow_calls_and_after_run(tmp_path: Path) -> None:
     """A slow model (the embedded one: 7-20 s a request) must not lock other processes out of
     the warehouse for the whole step: recorded calls go to the gateway's spool, and into the

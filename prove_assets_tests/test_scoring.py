@@ -133,12 +133,28 @@ def test_question_type_is_first_two_words():
 
 def test_embedding_memo_is_bounded_and_exact(embedder):
     bounded = SentenceEmbedder(max_memo=4)
-    bounded.model = embedder.model  # the same encoder, a separate small memo
+    bounded.tokenizer, bounded.model = embedder.tokenizer, embedder.model  # the same encoder, a small memo
     first = bounded.encode(["red cup", "blue saucer", "wooden table"])
     second = bounded.encode(["cat", "dog", "red cup"])
     assert len(bounded._memo) <= 4 + 3
     assert second[2] == pytest.approx(first[0], abs=1e-5)  # re-encoded after eviction: the same vector
     assert bounded.encode(["cat"])[0] == pytest.approx(embedder.encode(["cat"])[0], abs=1e-5)
+
+
+def test_embeddings_are_the_sentence_transformers_vectors_of_the_same_model(embedder):
+    from sentence_transformers import SentenceTransformer
+
+    texts = ["a red cup", "the dog sleeps on a blue sofa by the window", "cat", ""]
+    reference = SentenceTransformer(str(embedder.model_dir), device="cpu")
+    expected = reference.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    assert embedder.embed(texts) == pytest.approx(expected, abs=1e-5)
+
+
+def test_a_pooling_the_embedder_does_not_implement_is_a_clear_error(tmp_path):
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_max_tokens": true}')
+    with pytest.raises(ValueError, match="only mean or CLS pooling"):
+        SentenceEmbedder(tmp_path)
 
 
 def test_embedding_resource_loads_in_background_once_with_its_thread_count():

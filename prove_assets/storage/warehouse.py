@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
+from typing import IO
 
 import duckdb
 import pandas as pd
@@ -27,6 +28,9 @@ SCHEMA = "prove"
 # this long, so the waiter (retrying every <= 0.1 s) gets the file between its operations.
 _YIELD_POLL_S = 0.05
 _YIELD_S = 1.0
+# How often a process waiting for another one's turn on the file tries again: a flock attempt
+# costs microseconds, a refused duckdb.connect milliseconds of CPU.
+_TURN_POLL_S = 0.002
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -68,7 +72,13 @@ class Warehouse:
     `<file>.waiting`, and a holder that sees it closes its anchor after the operation in flight
     (or within 0.05 s when idle) and opens the file per operation while the waiter is served.
     So concurrent runs (many models at once) hold the file only while they read or write it,
-    instead of for as long as they keep using it."""
+    instead of for as long as they keep using it.
+
+    Processes of this project take turns on the file through an advisory lock on `<file>.lock`,
+    held while they have it open (an operation, or the anchor): a waiter polls that lock every
+    2 ms instead of retrying duckdb.connect, so it gets the file as soon as it is free without
+    spending CPU on refused opens. Other programs (a notebook, the `duckdb` shell) do not take
+    it; for them the connect retries with backoff remain."""
 
     def __init__(self, path: str | os.PathLike[str], lock_timeout_s: float = 60.0, keep_open_s: float = 0.0):
         self.path = Path(path)
@@ -79,13 +89,88 @@ class Warehouse:
         self._last_used = 0.0
         self._opened = 0  # numbers each anchor, so a stale idle watcher leaves a newer one alone
         self._anchored_at = 0.0  # wall clock, compared with the waiting flag's mtime
+        # This process's turn on the file: the threads using it now, and the held lock file.
+        self._turn = threading.Condition()
+        self._users = 0
+        self._turn_file: IO[bytes] | None = None
+        self._turn_since = 0.0  # wall clock, compared with the waiting flag's mtime
+        self._taking_turn = False
+        self._local = threading.local()  # operations this thread has open (nested ones join its turn)
+        self._ensured: set[tuple] = set()  # DDL already run on this file (ensure_table)
 
     def close(self) -> None:
         """Close the anchor connection (if any); the next operation opens the file again."""
         with self._anchor_lock:
             if self._anchor is not None:
-                self._anchor.close()
-                self._anchor = None
+                self._close_anchor()
+
+    def _close_anchor(self) -> None:
+        """Close the anchor (the caller holds _anchor_lock) and end its turn on the file."""
+        assert self._anchor is not None
+        self._anchor.close()
+        self._anchor = None
+        self._end_turn()
+
+    def _take_turn(self, nested: bool = False) -> None:
+        """Wait until this process has its turn on the file; threads of one process share a turn.
+        A thread does not join a turn another process is waiting behind: it queues after it
+        (unless `nested`: it already holds the turn, inside an operation of its own)."""
+        with self._turn:
+            if nested:
+                self._users += 1
+                return
+            while self._taking_turn or (self._turn_file is not None and self._waited_since(self._turn_since)):
+                self._turn.wait(timeout=_TURN_POLL_S)
+            self._users += 1
+            if self._turn_file is not None:
+                return
+            self._taking_turn = True
+        try:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fh = open(f"{self.path}.lock", "ab")  # noqa: SIM115 (open while the turn lasts)
+            except OSError:  # a read-only directory: no turns, DuckDB's own lock and the retries remain
+                with self._turn:
+                    self._taking_turn = False
+                    self._turn.notify_all()
+                return
+            deadline = time.monotonic() + self.lock_timeout_s
+            signalled = 0.0
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    now = time.monotonic()
+                    if now >= deadline:
+                        fh.close()
+                        raise WarehouseLockedError(
+                            f"warehouse {self.path} has been in use by another prove-assets process for "
+                            f"more than {self.lock_timeout_s:.0f} s (a run, `ui` or `audit`); retry when it ends"
+                        ) from None
+                    if now - signalled > 0.1:  # again now and then: the holder may have re-anchored
+                        self._signal_waiting()
+                        signalled = now
+                    time.sleep(_TURN_POLL_S)
+        except BaseException:
+            with self._turn:
+                self._users -= 1
+                self._taking_turn = False
+                self._turn.notify_all()
+            raise
+        with self._turn:
+            self._turn_file, self._turn_since = fh, time.time()
+            self._taking_turn = False
+            self._turn.notify_all()
+
+    def _end_turn(self) -> None:
+        """One user of the file (an operation, or the anchor) is done; the last releases the lock."""
+        with self._turn:
+            self._users -= 1
+            if self._users == 0 and self._turn_file is not None:
+                self._turn_file.close()  # closing the descriptor releases the flock
+                self._turn_file = None
+                self._turn.notify_all()
 
     @property
     def _waiting_flag(self) -> Path:
@@ -111,7 +196,12 @@ class Warehouse:
             # While another process is being served, work per operation instead of anchoring.
             if self._waited_since(time.time() - _YIELD_S):
                 return
-            self._anchor = self._open(read_only=False)
+            self._take_turn()
+            try:
+                self._anchor = self._open(read_only=False)
+            except BaseException:
+                self._end_turn()
+                raise
             self._anchored_at = time.time()
             self._opened += 1
             threading.Thread(target=self._close_when_idle, args=(self._opened,), daemon=True).start()
@@ -120,8 +210,7 @@ class Warehouse:
         """Close the anchor when another process has waited for the file since it was opened."""
         with self._anchor_lock:
             if self._anchor is not None and self._waited_since(self._anchored_at):
-                self._anchor.close()
-                self._anchor = None
+                self._close_anchor()
 
     def _close_when_idle(self, opened: int) -> None:
         while True:
@@ -131,8 +220,7 @@ class Warehouse:
                     return
                 idle = time.monotonic() - self._last_used >= self.keep_open_s
                 if idle or self._waited_since(self._anchored_at):
-                    self._anchor.close()
-                    self._anchor = None
+                    self._close_anchor()
                     return
 
     @contextmanager
@@ -143,13 +231,20 @@ class Warehouse:
         if self.keep_open_s > 0:
             self._keep_open()
             read_only = False
-        con = self._open(read_only)
+        depth = getattr(self._local, "depth", 0)
+        self._take_turn(nested=depth > 0)
+        self._local.depth = depth + 1
         try:
-            if writes:
-                con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-            yield con
+            con = self._open(read_only)
+            try:
+                if writes:
+                    con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+                yield con
+            finally:
+                con.close()
         finally:
-            con.close()
+            self._local.depth = depth
+            self._end_turn()
             if self.keep_open_s > 0:
                 self._last_used = time.monotonic()
                 self._yield_if_waited()
@@ -225,10 +320,23 @@ class Warehouse:
 
     def ensure_table(self, *statements: str) -> None:
         """Run DDL (`CREATE TABLE IF NOT EXISTS prove.x ...`, `ALTER TABLE ... ADD COLUMN IF NOT
-        EXISTS ...`) for a table written by append()."""
+        EXISTS ...`) for a table written by append(). Once per file: every LLM gateway a run
+        opens asks for `llm_calls`, and each ask would be a turn on the file."""
+        key = (self._file_identity(), statements)
+        if key in self._ensured:
+            return
         with self.connect() as con:
             for sql in statements:
                 con.execute(sql)
+        self._ensured.add((self._file_identity(), statements))
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        """(device, inode) of the file: a file deleted and created again is a new one."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
 
     @property
     def spool_dir(self) -> Path:
