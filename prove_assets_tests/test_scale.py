@@ -21,7 +21,7 @@ from prove_assets.backends.responders import ModelSpec, Question, respond
 from prove_assets.config import PROJECT_ROOT, SAMPLE_DIR, prompts_dir
 from prove_assets.core.prompts import Prompt
 from prove_assets.defs.resources import WarehouseResource
-from prove_assets.storage.warehouse import Warehouse
+from prove_assets.storage.warehouse import Warehouse, WarehouseLockedError
 from prove_assets_tests.scripted_llm import ScriptedLLMServer
 
 # Opens the file read-write in another process: fails fast while anything here holds it.
@@ -75,6 +75,10 @@ def test_kept_open_warehouse_yields_to_a_waiting_process(tmp_path: Path) -> None
     wh.close()
 
 
+HOLDER = (
+    "import sys, time; from prove_assets.storage.warehouse import Warehouse; w = Warehouse(sys.argv[1]); "
+    "cm = w.connect(); c = cm.__enter__(); print('holding', flush=True); time.sleep(120)"
+)
 COUNTING_READER = (
     "import sys, time, duckdb; from prove_assets.storage.warehouse import Warehouse; calls = []; "
     "real = duckdb.connect; duckdb.connect = lambda *a, **k: calls.append(1) or real(*a, **k); "
@@ -101,6 +105,22 @@ def test_a_waiting_process_takes_its_turn_without_refused_connects(tmp_path: Pat
     rows, waited_s, connects = out.split()
     assert rows == "2" and float(waited_s) >= 0.5
     assert connects == "1"  # no refused opens while it waited
+
+
+def test_a_turn_held_too_long_is_an_error_naming_the_holder(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "w.duckdb", lock_timeout_s=1)
+    wh.replace_partition("t", pd.DataFrame({"a": [1]}), {"shard": "s0"})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(wh.path)], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        with pytest.raises(WarehouseLockedError, match=rf"in use by PID {holder.pid} \(.*python"):
+            wh.read("t")
+    finally:
+        holder.kill()
+        holder.wait(30)
+    assert len(wh.read("t")) == 1  # the holder's death ended its turn
 
 
 def test_an_operation_inside_an_operation_joins_its_turn_while_another_process_waits(tmp_path: Path) -> None:

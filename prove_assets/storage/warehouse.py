@@ -143,10 +143,11 @@ class Warehouse:
                 except BlockingIOError:
                     now = time.monotonic()
                     if now >= deadline:
+                        holder = _lock_holder(Path(fh.name).read_text(errors="replace"))
                         fh.close()
                         raise WarehouseLockedError(
-                            f"warehouse {self.path} has been in use by another prove-assets process for "
-                            f"more than {self.lock_timeout_s:.0f} s (a run, `ui` or `audit`); retry when it ends"
+                            f"warehouse {self.path} has been in use by {holder}, another prove-assets "
+                            f"process, for more than {self.lock_timeout_s:.0f} s; retry when it ends"
                         ) from None
                     if now - signalled > 0.1:  # again now and then: the holder may have re-anchored
                         self._signal_waiting()
@@ -158,6 +159,10 @@ class Warehouse:
                 self._taking_turn = False
                 self._turn.notify_all()
             raise
+        with suppress(OSError):  # who holds the turn, for a waiter's error message
+            fh.truncate(0)
+            fh.write(f"PID {os.getpid()}".encode())
+            fh.flush()
         with self._turn:
             self._turn_file, self._turn_since = fh, time.time()
             self._taking_turn = False
