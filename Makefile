@@ -9,7 +9,7 @@ export DAGSTER_HOME ?= $(CURDIR)/dagster_home
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: venv demo test ui ledger compare-extractors bench lint clean-warehouse
+.PHONY: venv demo test ui ledger compare-extractors bench lint
 
 # torch first (the CPU wheel on local disk; a bare `torch` would pull a multi-GB CUDA build).
 # llama.cpp must be compiled without -march=native (this VM advertises AMX and faults on it),
