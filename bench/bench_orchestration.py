@@ -96,6 +96,13 @@ def instrument() -> None:
             attr = getattr(self._con, name)
             return TIMERS.wrap("warehouse", attr) if callable(attr) else attr
 
+        # `with duckdb.connect() as con` (the ledger import): dunders skip __getattr__.
+        def __enter__(self) -> TimedConnection:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self._con.close()
+
     def connect(*args: Any, **kwargs: Any) -> Any:
         return TimedConnection(TIMERS.wrap("warehouse", real_connect)(*args, **kwargs))
 
