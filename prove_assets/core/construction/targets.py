@@ -367,6 +367,15 @@ def _colour_words(value: str) -> list[str]:
     return [w for w in _value_words(value) if "color" in class_words(w)]
 
 
+def _ongoing(predicate: str) -> bool:
+    """An action going on ("holding", "is reading"): what a thing is doing. A caption's simple
+    present mostly tells how things are arranged ("a ring encircles her neck", "a bridge crosses
+    the lake"), which "what is X doing?" would misread."""
+    words = _WORD.findall(predicate.lower())
+    words = words[1:] if words[:1] in (["is"], ["are"]) else words
+    return bool(words) and words[0].endswith("ing")
+
+
 def _order(items: Iterable, salt: str) -> list:
     """A fixed shuffle (by hash): the same graph always gives the same plan."""
     return sorted(items, key=lambda x: hashlib.sha1(f"{salt}|{x!r}".encode()).hexdigest())
@@ -453,9 +462,9 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
                 predicate=r.predicate or "",
                 target=r.target or "",
             )
-        if r.relation_type == "action":
+        if r.relation_type == "action" and _ongoing(r.predicate or ""):
             every = [x for x in all_rels if x.entity == r.entity and x.relation_type == "action"]
-            if every[0] == r:
+            if every[0] == r and all(_ongoing(x.predicate or "") for x in every):
                 add("activity", r.entity, every, activity_program(r.entity), entity=r.entity)
         for typ in ("color", "material"):
             hop = [a for a in attrs if a.entity == r.target and a.attribute_type == typ]
