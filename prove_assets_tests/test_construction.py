@@ -498,3 +498,13 @@ def test_gold_alignment_prefers_the_same_head_noun_and_reads_relations_stated_fr
     sg = aligned_gold_graph(CAPTION, gold, extracted, judge)
     assert sg.aliases["espresso cup"] == "cup"  # the cup, not the espresso in it
     assert "on" in sg.get_outgoing_relations("cup")["saucer"]["spatial"]  # gold said it from the saucer's side
+
+
+def test_a_closed_compound_is_the_thing_its_head_names_in_the_gold_alignment() -> None:
+    from prove_assets.core.quality import closed_compound_of
+
+    assert closed_compound_of("spacesuit", "suit") and closed_compound_of("bookshelf", "shelf")
+    assert not closed_compound_of("cabin", "bin") and not closed_compound_of("bear", "ear")
+    assert not closed_compound_of("front fender", "fender")  # two words: the strict matcher's case
+    aliases = gold_aliases(["suit", "patch"], ["spacesuit", "patch"], lambda a, b: False, _Names.sim)
+    assert aliases == {"suit": "spacesuit"}

@@ -83,9 +83,23 @@ def load_gold(sample_dir: Path) -> dict[str, GoldImage]:
     return {k: GoldImage(k, captions[k], parse_tuples(v)) for k, v in gold.items() if not k.startswith("_")}
 
 
+def closed_compound_of(compound: str, name: str) -> bool:
+    """Whether `compound` is one word that ends with the one-word `name`, a closed compound with
+    that head ("spacesuit" is a suit, "bookshelf" a shelf); both parts at least 4 letters, so
+    "cabin" is no bin."""
+    return (
+        " " not in compound.strip()
+        and " " not in name.strip()
+        and len(name) >= 4
+        and len(compound) - len(name) >= 4
+        and compound.lower().endswith(name.lower())
+    )
+
+
 def gold_aliases(names: Sequence[str], gold_names: Sequence[str], same_entity, similarity) -> dict[str, str]:  # noqa: ANN001
     """Each extracted entity name that the gold graph lacks -> the gold entity it denotes (the
     strict scorer's entity matching: same name, same head noun refining, or MiniLM cosine >= 0.8;
+    or a closed compound with the name as its head, "spacesuit" for "suit";
     among several, one with the same head noun first ("espresso cup" is the cup, not the
     espresso), then the most similar). A program written against the extracted graph can then
     run on the gold graph without losing to a naming difference ("fender" vs "front fender")."""
@@ -96,7 +110,7 @@ def gold_aliases(names: Sequence[str], gold_names: Sequence[str], same_entity, s
     for name in names:
         if name in gold:
             continue
-        matches = [g for g in gold if same_entity(name, g)]
+        matches = [g for g in gold if same_entity(name, g) or closed_compound_of(g, name)]
         if matches:
             out[name] = max(matches, key=lambda g: (_head(g) == _head(name), similarity(name, g)))
     return out
