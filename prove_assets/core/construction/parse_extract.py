@@ -262,6 +262,16 @@ def _prep_phrase(prep: Any) -> tuple[str, Any | None]:
     return " ".join(words), obj
 
 
+def _with_object_before(prep: Any) -> Any | None:
+    """The object of a "with" phrase that ends right before `prep` on the same noun: "a flag with
+    white stars on a blue field" places the stars, not the flag (a "with" small clause); the
+    parser hangs both phrases on the flag."""
+    before = [c for c in prep.head.children if c.dep_ == "prep" and c.text.lower() == "with" and c.i < prep.i]
+    if not before or before[-1].right_edge.i + 1 != prep.i:
+        return None
+    return next((o for o in before[-1].children if o.dep_ == "pobj"), None)
+
+
 def _subjects(verb: Any) -> list[Any]:
     subj = [c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass") or _subject_read_as_compound(c)]
     if not subj and verb.dep_ in ("acl", "relcl") and _is_entity(verb.head):
@@ -270,12 +280,26 @@ def _subjects(verb: Any) -> list[Any]:
         return _subjects(verb.head)
     if not subj:  # "Behind the motorcycle stands a bench": the inverted subject
         subj = [c for c in verb.children if c.dep_ in ("dobj", "attr") and _is_entity(c)]
-    return [s for c in subj for s in _conjuncts(c) if _is_entity(s)]
+    return [s for c in subj for s in _conjuncts(c) if _is_entity(s) or _personal(s)]
 
 
-def parse_tuples_from_text(text: str) -> list[SceneTuple]:
-    """Entity, attribute and relation tuples of `text` by its dependency parse."""
-    doc = load_pipeline()(text)
+# A person referred to by pronoun ("a flag hangs behind her"); possessives ("her neck") are not.
+PERSONAL = {"she", "her", "he", "him"}
+
+
+def _personal(tok: Any) -> bool:
+    return tok.pos_ == "PRON" and tok.text.lower() in PERSONAL and tok.dep_ != "poss"
+
+
+def parse_tuples_from_text(text: str, before: str = "") -> list[SceneTuple]:
+    """Entity, attribute and relation tuples of `text` by its dependency parse. `before`: the
+    text that precedes it (a caption's earlier chunks). A personal pronoun ("behind her") is the
+    first thing the whole text names: a caption introduces its main subject first ("A portrait
+    of a woman ..."). A possessive ("her hair") is left alone."""
+    nlp = load_pipeline()
+    doc = nlp(text)
+    opening = nlp(before) if before.strip() else doc
+    person = next((_name(t) for t in opening if _is_entity(t)), None)
     out: list[SceneTuple] = []
     seen: set[SceneTuple] = set()
 
@@ -284,14 +308,23 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
             seen.add(t)
             out.append(t)
 
+    def thing(tok: Any) -> str | None:
+        """The name of the thing a token denotes: a noun's, or the person a pronoun refers to."""
+        if _is_entity(tok):
+            return _name(tok)
+        return person if _personal(tok) else None
+
     def attribute(noun: Any, value: str, typ: str | None = None) -> None:
-        add(SceneTuple("attribute", _name(noun), attribute_type=typ or word_class(value) or "state", value=value))
+        name = thing(noun)
+        if name:
+            add(SceneTuple("attribute", name, attribute_type=typ or word_class(value) or "state", value=value))
 
     def relation(src: Any, pred: str, tgt: Any, typ: str = "spatial") -> None:
         for s in _conjuncts(src):
             for t in _conjuncts(tgt):
-                if _is_entity(s) and _is_entity(t) and s.i != t.i:
-                    add(SceneTuple("relation", _name(s), relation_type=typ, predicate=pred, target=_name(t)))
+                a, b = thing(s), thing(t)
+                if a and b and a != b:
+                    add(SceneTuple("relation", a, relation_type=typ, predicate=pred, target=b))
 
     for tok in doc:
         if not _is_entity(tok):
@@ -320,7 +353,7 @@ def parse_tuples_from_text(text: str) -> list[SceneTuple]:
                 elif pred == "with":
                     relation(obj, "part of", tok, "part")
                 elif pred in SPATIAL:
-                    relation(tok, pred, obj)
+                    relation(_with_object_before(c) or tok, pred, obj)
     for tok in doc:
         if tok.pos_ not in ("VERB", "AUX", "ADJ") or tok.dep_ == "amod":
             continue
@@ -397,7 +430,7 @@ def anchor(name: str, entities: Sequence[str]) -> str | None:
     return heads[0] if len(heads) == 1 else None
 
 
-def combine(llm: Iterable[SceneTuple], text: str) -> tuple[list[SceneTuple], set[SceneTuple]]:
+def combine(llm: Iterable[SceneTuple], text: str, before: str = "") -> tuple[list[SceneTuple], set[SceneTuple]]:
     """One text's tuples from both extractors, and which of them the parser made: the parser's
     entities, attributes and relations, plus the LLM's relations between entities the parser found
     (their ends renamed to the parser's names) that the parser does not already relate. Measured
@@ -406,11 +439,12 @@ def combine(llm: Iterable[SceneTuple], text: str) -> tuple[list[SceneTuple], set
     each finds ones the other misses, but an LLM end the parser never saw is mostly a phrase, not
     a thing ("from a high vantage point on a bright day"), and where both relate the same two
     things the parser's reading of the sentence is the more reliable one (the LLM's is mostly
-    the same fact reversed). The LLM's tuples alone when the parser is off or not installed."""
+    the same fact reversed). `before`: the text before this one (a caption's earlier chunks), for
+    pronouns. The LLM's tuples alone when the parser is off or not installed."""
     llm = list(dict.fromkeys(llm))
     if not (ENABLED and available()):
         return llm, set()
-    parsed = parse_tuples_from_text(text)
+    parsed = parse_tuples_from_text(text, before)
     entities = [t.entity for t in parsed if t.kind == "entity"]
     related = {frozenset((t.entity, t.target)) for t in parsed if t.kind == "relation"}
     anchored = []
@@ -421,6 +455,13 @@ def combine(llm: Iterable[SceneTuple], text: str) -> tuple[list[SceneTuple], set
         if source and target and source != target and frozenset((source, target)) not in related:
             anchored.append(replace(t, entity=source, target=target))
     return list(dict.fromkeys([*parsed, *anchored])), set(parsed)
+
+
+def combine_chunks(
+    chunks: Sequence[tuple[Iterable[SceneTuple], str]],
+) -> list[tuple[list[SceneTuple], set[SceneTuple]]]:
+    """`combine` for each (LLM tuples, text) chunk of one text, the chunks before it as its context."""
+    return [combine(llm, text, " ".join(t for _, t in chunks[:i])) for i, (llm, text) in enumerate(chunks)]
 
 
 def extractor_setting() -> str:
