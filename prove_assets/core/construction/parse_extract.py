@@ -33,13 +33,23 @@ ABSTRACT = {
     *POSITION_WORDS, *FRAME_WORDS, "angle", "portrait", "color", "colour", "shape", "pattern", "shade", "tone",
     "texture", "size", "way", "kind", "type", "sort", "lot", "number", "word", "words", "name", "names", "view",
     "focus", "light", "distance", "area", "surface", "inside", "outside", "one", "ones", "end", "others", "rest",
-    *("hundreds", "dozens", "thousands", "lots", "pair", "group", "row", "set", "bunch", "series", "couple"),
-    *("handful", "variety", "mix", "collection", "pile", "cluster", "kind", "piece", "bit"),
     # when and from where the photo was taken, and its light: not things in it
     *("day", "night", "dusk", "dawn", "morning", "afternoon", "evening", "noon", "midday", "twilight", "daytime"),
     *("vantage", "viewpoint", "point", "perspective", "lighting", "exposure"),
     # writing is a value of the thing it is on ('a tag with the text "OPEN"'), not a thing
     *("text", "lettering", "letters", "inscription", "writing"),
+}  # fmt: skip
+# Partitive nouns: "a row of trees", "a band of clouds" name an amount or arrangement of the
+# things after "of", which are what the sentence is about ("a band of clouds lies along the
+# horizon": the clouds do). Of the configuration words only those with "of" are partitive.
+QUANTITY = {
+    "hundreds", "dozens", "thousands", "lots", "pair", "group", "row", "set", "bunch", "series", "couple",
+    "handful", "variety", "mix", "collection", "pile", "cluster", "piece", "bit",
+}  # fmt: skip
+ABSTRACT |= QUANTITY
+PARTITIVE = {
+    *QUANTITY, "band", "burst", "line", "stack", "layer", "strip", "sheet", "blur", "mass", "wisp", "flock",
+    "herd", "swarm", "sea", "spray", "splash", "stream",
 }  # fmt: skip
 # Things that depict another ("a model of", "a photo of"): "of" names what they show, not a whole.
 DEPICTIONS = {
@@ -221,6 +231,15 @@ def _quoted(tok: Any) -> bool:
     return before.count('"') % 2 == 1 or before.count("“") > before.count("”")
 
 
+def _partitive_of(tok: Any) -> Any | None:
+    """What a partitive noun is an amount or arrangement of ("clouds" of "a band of clouds")."""
+    if tok.lemma_.lower() not in PARTITIVE and tok.text.lower() not in PARTITIVE:
+        return None
+    of = next((c for c in tok.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
+    obj = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+    return obj if obj is not None and _common_noun(obj) else None
+
+
 def _is_entity(tok: Any) -> bool:
     """A common noun naming a thing: not part of a compound name (unless the small tagger misread
     the compound's head, a verb, as a noun), not a colour or material noun ("gold"), not a place
@@ -237,6 +256,7 @@ def _is_entity(tok: Any) -> bool:
         and tok.text.lower() not in ABSTRACT
         and tok.lemma_.lower() not in ABSTRACT
         and tok.text.lower() not in INTENSITY
+        and _partitive_of(tok) is None
         and word_class(tok.text.lower()) not in ("color", "material")
     )
 
@@ -280,7 +300,7 @@ def _subjects(verb: Any) -> list[Any]:
         return _subjects(verb.head)
     if not subj:  # "Behind the motorcycle stands a bench": the inverted subject
         subj = [c for c in verb.children if c.dep_ in ("dobj", "attr") and _is_entity(c)]
-    return [s for c in subj for s in _conjuncts(c) if _is_entity(s) or _personal(s)]
+    return [s for c in subj for s in _conjuncts(c) if _is_entity(s) or _personal(s) or _partitive_of(s) is not None]
 
 
 # A person referred to by pronoun ("a flag hangs behind her"); possessives ("her neck") are not.
@@ -309,9 +329,12 @@ def parse_tuples_from_text(text: str, before: str = "") -> list[SceneTuple]:
             out.append(t)
 
     def thing(tok: Any) -> str | None:
-        """The name of the thing a token denotes: a noun's, or the person a pronoun refers to."""
+        """The name of the thing a token denotes: a noun's, what a partitive is of ("clouds" of "a
+        band of clouds"), or the person a pronoun refers to."""
         if _is_entity(tok):
             return _name(tok)
+        if (of := _partitive_of(tok)) is not None:
+            return thing(of)
         return person if _personal(tok) else None
 
     def attribute(noun: Any, value: str, typ: str | None = None) -> None:
