@@ -223,6 +223,9 @@ def test_a_count_is_asked_only_of_a_thing_named_in_one_sentence() -> None:
     assert [t.kind for t in plan_targets(once, 5)] == ["count"]
     twice = SceneGraph.from_tuples("A patch shows two small flags. A flag hangs behind her.", tuples)
     assert "count" not in [t.kind for t in plan_targets(twice, 5)]
+    single = parse_tuples({"attributes": [["rose", "count", "single"]]})
+    one = SceneGraph.from_tuples("A single rose stands in a vase; a second bloom hides below.", single)
+    assert "count" not in [t.kind for t in plan_targets(one, 5)]  # "a single" is emphasis, not a count
 
 
 def test_what_a_thing_is_doing_is_asked_only_of_an_ongoing_action() -> None:
@@ -533,3 +536,4 @@ def test_a_partitive_noun_stands_for_what_it_is_an_amount_or_arrangement_of() ->
     assert {"poplars", "poplars is tall", "poplars behind barn"} <= texts
     assert not {"row", "band", "row part of poplars", "band part of fog"} & texts
     assert "band" in _texts(parse_tuples_from_text("A red band circles the hat."))  # no "of": a thing
+    assert "spikes part of cross" not in _texts(parse_tuples_from_text("A star shows a cross of sharp spikes."))

@@ -50,6 +50,7 @@ ABSTRACT |= QUANTITY
 PARTITIVE = {
     *QUANTITY, "band", "burst", "line", "stack", "layer", "strip", "sheet", "blur", "mass", "wisp", "flock",
     "herd", "swarm", "sea", "spray", "splash", "stream",
+    "cross", "ring", "circle", "arc", "halo",  # shapes: "a cross of spikes", "a ring of stones"
 }  # fmt: skip
 # Things that depict another ("a model of", "a photo of"): "of" names what they show, not a whole.
 DEPICTIONS = {

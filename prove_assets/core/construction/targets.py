@@ -99,8 +99,9 @@ class Target:
         return "; ".join(t.text for t in self.facts) if self.facts else "(none)"
 
 
-def words_are_number(value: str) -> bool:
-    return bool(class_words(value).get("number"))
+def _plural_count(value: str) -> bool:
+    """A number of two or more ("two", "4"), not one."""
+    return bool(class_words(value).get("number", set()) - {"0", "1"})
 
 
 def _tokens(text: str) -> list[str]:
@@ -422,8 +423,10 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             if typ == "count":
                 # "How many?" wants a number: vague counts ("several") are not asked, nor things the
                 # caption names in more than one sentence ("two small flags" on a patch and "a
-                # flag" behind: the count covers only one of the mentions).
-                if all(words_are_number(a.value or "") for a in every) and check.mentions(entity) == 1:
+                # flag" behind: the count covers only one of the mentions), nor one thing ("a
+                # single dahlia" is emphasis, and the caption may name another one differently,
+                # "a second bloom").
+                if all(_plural_count(a.value or "") for a in every) and check.mentions(entity) == 1:
                     add("count", entity, every, attribute_program(entity, typ), entity=entity)
             elif typ == "text rendering":
                 add("text", entity, every, attribute_program(entity, typ), entity=entity)
