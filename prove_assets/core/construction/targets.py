@@ -57,7 +57,6 @@ KINDS = (
     "activity",
     "absent",
     "around",
-    "chain",
 )
 # How each kind is asked: the model's instruction (it chooses the exact words).
 INSTRUCTIONS = {
@@ -74,7 +73,6 @@ INSTRUCTIONS = {
     "activity": "Ask what the {entity} is doing.",
     "absent": "Ask whether there is a {entity} in the picture (there is none: the answer is no).",
     "around": "Ask what is around the {entity}.",
-    "chain": "Ask where the thing the {entity} is {predicate} is, without naming that thing.",
 }
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
@@ -312,20 +310,6 @@ def around_program(entity: str) -> str:
     )
 
 
-def chain_program(entity: str, predicate: str) -> str:
-    return (
-        "def execute_command(scene_graph):\n"
-        f"    entity, predicate = {entity!r}, {predicate!r}\n"
-        "    for target, rels in scene_graph.get_outgoing_relations(entity).items():\n"
-        "        if predicate in rels.get('spatial', []):\n"
-        "            for place, rels2 in scene_graph.get_outgoing_relations(target).items():\n"
-        "                for predicate2 in rels2.get('spatial', []):\n"
-        "                    return ('The ' + entity + ' is ' + predicate + ' the ' + target + ', which is '\n"
-        "                            + predicate2 + ' the ' + place + '.')\n"
-        "    return 'unknown'\n"
-    )
-
-
 def absent_program(entity: str) -> str:
     return (
         "def execute_command(scene_graph):\n"
@@ -402,8 +386,6 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             return
         if kind == "around":
             expected = 1 + degree(subject, "out") + degree(subject, "in")
-        elif kind == "chain":
-            expected = 1 + degree(subject, "out") + degree(facts[0].target or "", "out")
         elif kind in ("where", "multi_hop", "exists", "activity"):
             expected = 1 + degree(subject, "out")
         elif kind == "what_is":
@@ -488,13 +470,6 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
         near = [r for r in all_rels if entity in (r.entity, r.target) and r.relation_type in ("spatial", "part")]
         if 3 <= len(near) <= 5 and sum(check.states(r) for r in near) >= 3:
             add("around", entity, near, around_program(entity), entity=entity)
-    for r in spatial:
-        same_pred = [x for x in all_rels if x.entity == r.entity and x.predicate == r.predicate]
-        onward = [x for x in all_rels if x.entity == r.target and x.relation_type == "spatial"]
-        # The program answers with the first onward relation: only a place with one is asked.
-        if len(same_pred) == 1 and len(onward) == 1 and onward[0].target != r.entity:
-            add("chain", r.entity, [r, onward[0]], chain_program(r.entity, r.predicate or ""),
-                entity=r.entity, predicate=r.predicate or "")  # fmt: skip
     # Comparisons between things the graph relates ("the cup and its saucer"), not any two things.
     colored = {e for e, t in by_entity.items() if "color" in t}
     related = {tuple(sorted((r.entity, r.target or ""))) for r in all_rels}
