@@ -338,7 +338,13 @@ class Planner:
         from prove_assets.backends.responders import Response
         from prove_assets.defs.benchmark import tuples_request
         from prove_assets.defs.evaluation import kept_questions, response_tuple_inputs
-        from prove_assets.defs.evaluators import JudgeConfig, _judge_settings, judge_inputs, judge_variants
+        from prove_assets.defs.evaluators import (
+            JudgeConfig,
+            _judge_settings,
+            flagged_pairs,
+            judge_inputs,
+            judge_variants,
+        )
 
         part = f"{spec.name}|{shard}"
         config = JudgeConfig()
@@ -407,7 +413,8 @@ class Planner:
             settings = _judge_settings(kind, config, self.llm_resource)
             # The judged sample's size, where the judge has one (as judge_scores passes it).
             sample = {"max_items": config.max_items} if "max_items" in type(config).model_fields else {}
-            _, requests, _ = judge_inputs(kind, responses, qs.set_index("qa_id"), **sample)
+            flagged = flagged_pairs(self.wh, shard)
+            _, requests, _ = judge_inputs(kind, responses, qs.set_index("qa_id"), flagged=flagged, **sample)
             variants = judge_variants(settings, config.samples, config.sample_temperature)
             self._known_and_unknown("judge_scores", part, f"judge_{kind}", requests, unknown, why, settings, variants)
 

@@ -436,3 +436,7 @@ def test_judges_read_the_same_fixed_sample_of_pairs_for_every_model():
         picked.append(sorted(r.qa_id for r in todo))
     assert picked[0] == picked[1]
     assert len(judge_inputs("text", responses, qa, max_items=0)[0]) == 10  # 0 = all
+    # A flag takes its pair out of the sample and brings no other in: applying it costs no request.
+    flagged = picked[0][0]
+    todo = judge_inputs("text", responses, qa.drop(flagged), max_items=3, flagged=[flagged])[0]
+    assert sorted(r.qa_id for r in todo) == picked[0][1:]

@@ -21,6 +21,7 @@ judge call goes through the recorded, cached gateway like any other LLM call.
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -295,6 +296,11 @@ def _judge_settings(kind: str, config: JudgeConfig, llm: LLMResource) -> LLMSett
     )
 
 
+def flagged_pairs(wh: Warehouse, shard: str) -> list[str]:
+    """The shard's pairs a person's flag took out of the benchmark."""
+    return wh.read("verified_qa", {"shard": shard, "verdict": "flagged"}, columns=["qa_id"])["qa_id"].tolist()
+
+
 def judge_variants(settings: LLMSettings, samples: int, temperature: float) -> list[LLMSettings]:
     """The judgement's settings, then one per self-consistency sample (`temperature`, seeds 1..k):
     each variant's requests hash as if sent by a gateway with those settings."""
@@ -302,16 +308,21 @@ def judge_variants(settings: LLMSettings, samples: int, temperature: float) -> l
 
 
 def judge_inputs(
-    kind: str, responses: pd.DataFrame, qa: pd.DataFrame, max_items: int = JUDGE_MAX_ITEMS
+    kind: str,
+    responses: pd.DataFrame,
+    qa: pd.DataFrame,
+    max_items: int = JUDGE_MAX_ITEMS,
+    flagged: Iterable[str] = (),
 ) -> tuple[list[Any], list[LLMRequest], list]:
     """The responses a judge of `kind` judges, one request each (`judge_request`), and the ones it
     skips with the reason (an error, a pair no longer kept, an empty response, an unreadable image,
     outside the judged sample). `qa` is the shard's kept pairs indexed by qa_id; the sample is the
-    first `max_items` of them by md5 of qa_id, so every model is judged on the same pairs.
-    `prove-assets plan` uses it too."""
+    first `max_items` of them and the `flagged` ones by md5 of qa_id, so every model is judged on
+    the same pairs, and a flag takes its pair out of the sample without bringing another in
+    (applying a flag costs no request). `prove-assets plan` uses it too."""
     todo: list[Any] = []
     requests: list[LLMRequest] = []
-    ranked = sorted(qa.index, key=lambda q: hashlib.md5(str(q).encode()).hexdigest())
+    ranked = sorted({*qa.index, *flagged}, key=lambda q: hashlib.md5(str(q).encode()).hexdigest())
     sampled = set(ranked[:max_items] if max_items > 0 else ranked)
     skipped: list[tuple[Any, str]] = []
     for r in responses.itertuples():
@@ -404,7 +415,7 @@ def judge_scores(
     sent = cached = 0
     for kind in config.judges:
         settings = _judge_settings(kind, config, llm)
-        todo, requests, skipped = judge_inputs(kind, resp, qa, config.max_items)
+        todo, requests, skipped = judge_inputs(kind, resp, qa, config.max_items, flagged_pairs(wh, part["shard"]))
         judged, samples, s_sent, s_cached = run_judge(
             context, wh, kind, settings, requests, config.samples, config.sample_temperature, llm.use_ledger
         )
