@@ -55,7 +55,8 @@ def main(verbose: bool) -> None:
     with Sandbox(workers=2) as sandbox:
         for c in captions:
             parts = by_image[c["id"]]
-            tuples = [x.tuple for x in canonicalise([c[0] for c in combine_chunks(parts)], [t for _, t in parts])[0]]
+            combined = [tuples for tuples, _ in combine_chunks(parts)]
+            tuples = [x.tuple for x in canonicalise(combined, [t for _, t in parts])[0]]
             measured.append((tuples, gold[c["id"]].tuples))
             sg = SceneGraph.from_tuples(c["caption"], tuples)
             gold_sg = aligned_gold_graph(c["caption"], gold[c["id"]].tuples, sg, judge).to_json()

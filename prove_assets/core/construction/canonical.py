@@ -241,8 +241,8 @@ def canonicalise(
     attribute values under a type they fit, relations only between entities, things the text says
     are absent dropped, duplicates merged. `distinct_names`: every name is a thing of its own (a
     hand-written list), so no split makes one name another or a bare head of another ("small
-    star" stays itself beside "bright star"). Returns the tuples with their provenance and the dropped tuples with
-    the reason."""
+    star" stays itself beside "bright star"). Returns the tuples with their provenance and the
+    dropped tuples with the reason."""
     out: list[Canonical] = []
     dropped: list[Dropped] = []
 

@@ -244,8 +244,9 @@ def _partitive_of(tok: Any) -> Any | None:
 def _is_entity(tok: Any) -> bool:
     """A common noun naming a thing: not part of a compound name (unless the small tagger misread
     the compound's head, a verb, as a noun), not a colour or material noun ("gold"), not a place
-    in the picture, not part of a hyphenated modifier or quoted text. Proper nouns are mostly
-    quoted text: not entities."""
+    in the picture, not part of a hyphenated modifier or quoted text, not a grading word or a
+    partitive ("a band of" clouds: the clouds are the thing). Proper nouns are mostly quoted text:
+    not entities, unless written in lower case."""
     return (
         _common_noun(tok)
         and (tok.dep_ != "compound" or _misread_verb(tok.head) or _subject_read_as_compound(tok))
@@ -309,6 +310,7 @@ PERSONAL = {"she", "her", "he", "him"}
 
 
 def _personal(tok: Any) -> bool:
+    """A personal pronoun that refers to a person: "her" in "behind her", not in "her hair"."""
     return tok.pos_ == "PRON" and tok.text.lower() in PERSONAL and tok.dep_ != "poss"
 
 
