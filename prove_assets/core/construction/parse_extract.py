@@ -321,8 +321,10 @@ def parse_tuples_from_text(text: str, before: str = "") -> list[SceneTuple]:
     of a woman ..."). A possessive ("her hair") is left alone."""
     nlp = load_pipeline()
     doc = nlp(text)
-    opening = nlp(before) if before.strip() else doc
-    person = next((_name(t) for t in opening if _is_entity(t)), None)
+    person = None
+    if any(_personal(t) for t in doc):  # only then is the earlier text worth parsing
+        opening = nlp(before) if before.strip() else doc
+        person = next((_name(t) for t in opening if _is_entity(t)), None)
     out: list[SceneTuple] = []
     seen: set[SceneTuple] = set()
 
