@@ -17,7 +17,7 @@ from prove_assets.backends.llm import LLMGateway
 from prove_assets.backends.local_llm import EMBEDDED_MODELS
 from prove_assets.config import SAMPLE_DIR, warehouse_location
 from prove_assets.core.construction.canonical import canonicalise
-from prove_assets.core.construction.parse_extract import combine_chunks, parse_tuples_from_text
+from prove_assets.core.construction.parse_extract import combine_chunks, enabled, parse_tuples_from_text
 from prove_assets.core.quality import KINDS, extraction_quality, load_gold
 from prove_assets.core.scoring import SentenceEmbedder
 from prove_assets.core.tuples import caption_chunks
@@ -31,7 +31,8 @@ EXTRACTORS: dict[str, Callable[[list[tuple[list, str]]], list[list]]] = {
     "llm, raw": lambda parts: [tuples for tuples, _ in parts],
     "llm": lambda parts: [tuples for tuples, _ in parts],
     "parse": lambda parts: [
-        parse_tuples_from_text(text, " ".join(t for _, t in parts[:i])) for i, (_, text) in enumerate(parts)
+        parse_tuples_from_text(text, " ".join(t for _, t in parts[:i]), " ".join(t for _, t in parts[i + 1 :]))
+        for i, (_, text) in enumerate(parts)
     ],
     "parse + llm relations (default)": lambda parts: [c[0] for c in combine_chunks(parts)],
 }
@@ -69,7 +70,8 @@ def main(models: list[str]) -> None:
                 if extractor == "llm, raw":
                     flat = [t for ts in tuples for t in ts]
                 else:
-                    flat = [c.tuple for c in canonicalise(tuples, [text for _, text in parts])[0]]
+                    distinct = extractor != "llm" and enabled()  # the parser's names: each a thing of its own
+                    flat = [c.tuple for c in canonicalise(tuples, [text for _, text in parts], distinct)[0]]
                 measured.append((flat, g.tuples))
             q = extraction_quality(measured, embedder)
             cells = [f"{q[k]['precision']:.2f}/{q[k]['recall']:.2f}/{q[k]['f1']:.2f}" for k in KINDS]

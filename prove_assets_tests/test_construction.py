@@ -521,3 +521,41 @@ def test_a_partitive_noun_stands_for_what_it_is_an_amount_or_arrangement_of() ->
     assert not {"row", "band", "row part of poplars", "band part of fog"} & texts
     assert "band" in _texts(parse_tuples_from_text("A red band circles the hat."))  # no "of": a thing
     assert "spikes part of cross" not in _texts(parse_tuples_from_text("A star shows a cross of sharp spikes."))
+
+
+@needs_parser
+def test_a_place_on_a_thing_relates_to_the_thing() -> None:
+    texts = _texts(
+        parse_tuples_from_text(
+            "A broom leans against the side of the shed. A lantern hangs at the top of the stairs. "
+            "A kite flies at the left edge of the frame."
+        )
+    )
+    assert {"broom leans against the side of shed", "lantern at the top of stairs"} <= texts
+    assert not {"side", "top", "edge"} & texts and not any("frame" in t for t in texts)
+
+
+@needs_parser
+def test_a_possessive_pronoun_makes_a_part_of_what_it_refers_to() -> None:
+    chunks = [
+        ([], "A young woman stands by a kettle. The kettle is black, and it sits on a stove."),
+        ([], "Its lid is round. A wooden paddle lies on the dock: its blade faces up, and its grip rests on a rope."),
+        ([], "Her scarf is red. A chef's knife lies on the board."),
+    ]
+    texts = set().union(*(_texts(tuples) for tuples, _ in combine_chunks(chunks)))
+    # "it" is passed over for the thing it refers to; a part that is "its" too refers alike
+    assert {"lid part of kettle", "blade part of paddle", "grip part of paddle", "scarf part of woman"} <= texts
+    assert "knife part of chef" not in texts  # a noun's possessive often names a kind
+
+
+@needs_parser
+def test_things_of_one_name_described_otherwise_are_several_things() -> None:
+    chunks = [
+        ([], "A bright white star shines above a pink spiral galaxy. A spiral galaxy sits at the left."),
+        ([], "A smaller star appears below it. A cup sits on a saucer. The cup rests on a matching red saucer."),
+    ]
+    combined = [tuples for tuples, _ in combine_chunks(chunks)]
+    canonical = canonicalise(combined, [text for _, text in chunks], distinct_names=True)[0]
+    names = {c.tuple.entity for c in canonical if c.tuple.kind == "entity"}
+    assert {"bright white star", "smaller star", "pink spiral galaxy", "spiral galaxy", "saucer"} <= names
+    assert "star" not in names and "red saucer" not in names  # one saucer, introduced twice

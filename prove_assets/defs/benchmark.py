@@ -22,6 +22,7 @@ from prove_assets.core.construction.generation import (
     targeted_rows,
 )
 from prove_assets.core.construction.parse_extract import combine_chunks, parser_version
+from prove_assets.core.construction.parse_extract import enabled as parser_enabled
 from prove_assets.core.construction.targets import Target, plan_targets
 from prove_assets.core.construction.verify import (
     COMPLEX_NODES,
@@ -95,7 +96,9 @@ def extract_tuple_rows(
                      "normalise_reason": None}
                 )  # fmt: skip
         combined = combine_chunks([(results[i].data, texts[i]) for i in ok])
-        canonical, dropped = canonicalise([tuples for tuples, _ in combined], [texts[i] for i in ok])
+        canonical, dropped = canonicalise(
+            [tuples for tuples, _ in combined], [texts[i] for i in ok], distinct_names=parser_enabled()
+        )
         for n, c in enumerate(canonical):
             i = ok[c.chunk]
             # An LLM relation renamed to the parser's entities is still the LLM's.

@@ -57,6 +57,11 @@ DEPICTIONS = {
     "model", "replica", "statue", "figure", "figurine", "picture", "photo", "photograph", "image", "painting",
     "drawing", "poster", "portrait", "reflection", "map", "sculpture", "toy", "print",
 }  # fmt: skip
+# Places on a thing ("the side of the cup", "the base of the tower"): a relation to one is to the thing.
+PLACES_ON = {
+    *("side", "sides", "edge", "edges", "top", "bottom", "center", "centre", "middle", "corner", "end"),
+    *("front", "back", "base", "foot", "surface", "rim", "tip", "underside", "rear", "half", "part"),
+}  # fmt: skip
 # Adjectives that relate a thing to others or to the frame rather than describe it.
 NON_DESCRIPTIVE = {
     "main", "other", "same", "different", "various", "certain", "whole", "entire", "only", "own", "particular",
@@ -90,6 +95,12 @@ def _load_pipeline() -> Any:
     import spacy
 
     return spacy.load(PIPELINE, disable=["ner"])
+
+
+@lru_cache(maxsize=64)
+def _parse(text: str) -> Any:
+    """A text's parse: each chunk of a caption is read once, though every chunk reads the others."""
+    return load_pipeline()(text)
 
 
 @lru_cache(maxsize=1)
@@ -275,13 +286,24 @@ def _prep_phrase(prep: Any) -> tuple[str, Any | None]:
         inner = next((c for c in obj.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
         if inner is not None:
             key = tuple([*words, *(["the"] if prep.text.lower() == "to" else []), obj.text.lower(), "of"])
-            target = next((c for c in inner.children if c.dep_ == "pobj"), None)
-            return MULTIWORD.get(key, " ".join(key)), target
+            if key in MULTIWORD:  # others ("at the top of") are places on a thing: `_place_on`
+                return MULTIWORD[key], next((c for c in inner.children if c.dep_ == "pobj"), None)
     if prep.text.lower() == "next":
         to = next((c for c in prep.children if c.dep_ == "prep" and c.text.lower() == "to"), None)
         if to is not None:
             return "next to", next((c for c in to.children if c.dep_ == "pobj"), None)
     return " ".join(words), obj
+
+
+def _place_on(pred: str, obj: Any) -> tuple[str, Any]:
+    """A place on a thing is the thing: "leans against the side of the cup" relates to the cup
+    ("against the side of"), "at the top of the tower" to the tower. Other objects are themselves."""
+    of = next((c for c in obj.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
+    inner = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+    if inner is None or obj.lemma_.lower() not in PLACES_ON:
+        return pred, obj
+    words = [c.text.lower() for c in obj.children if c.dep_ in ("amod", "compound") and c.i < obj.i]
+    return " ".join([pred, "the", *words, obj.text.lower(), "of"]), inner
 
 
 def _with_object_before(prep: Any) -> Any | None:
@@ -314,17 +336,81 @@ def _personal(tok: Any) -> bool:
     return tok.pos_ == "PRON" and tok.text.lower() in PERSONAL and tok.dep_ != "poss"
 
 
-def parse_tuples_from_text(text: str, before: str = "") -> list[SceneTuple]:
-    """Entity, attribute and relation tuples of `text` by its dependency parse. `before`: the
-    text that precedes it (a caption's earlier chunks). A personal pronoun ("behind her") is the
-    first thing the whole text names: a caption introduces its main subject first ("A portrait
-    of a woman ..."). A possessive ("her hair") is left alone."""
-    nlp = load_pipeline()
-    doc = nlp(text)
-    person = None
-    if any(_personal(t) for t in doc):  # only then is the earlier text worth parsing
-        opening = nlp(before) if before.strip() else doc
-        person = next((_name(t) for t in opening if _is_entity(t)), None)
+def _introduced(tok: Any) -> bool:
+    """A singular thing introduced with an indefinite article ("a bright star")."""
+    return tok.tag_ == "NN" and any(c.dep_ == "det" and c.text.lower() in ("a", "an", "another") for c in tok.children)
+
+
+def _distinguishing_words(tok: Any) -> list[str]:
+    """The describing words before a noun, in order, comparatives included ("smaller"): what tells
+    one of several things with the same name from the others."""
+    words: list[str] = []
+    for c in (c for c in tok.children if c.i < tok.i):
+        if c.dep_ in ("amod", "compound") and _grades_colour(c):
+            continue  # part of the colour that follows
+        if _describes(c) or (c.dep_ == "amod" and c.tag_ == "JJR"):
+            words.extend(w for w in _value(c).split() if w not in words)
+    return words
+
+
+def _possessed(poss: Any) -> Any | None:
+    """The thing a possessive belongs to the sentence as: its head noun, or the noun the small
+    tagger made a compound of a verb it misread as a noun ("its handle/compound leans/NOUN")."""
+    head = poss.head
+    if _is_entity(head):
+        return head
+    nouns = [c for c in head.children if c.dep_ == "compound" and c.i < head.i and _is_entity(c)]
+    return nouns[-1] if nouns else None
+
+
+def _its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
+    """What "its" / "their" refers to: the last subject before it in its sentence, else the main
+    subject of the last sentence before that has one (`earlier`: the sentences of the text
+    before). A subject that is itself "its" something refers to the same thing, so it is passed
+    over ("a spoon lies ...: its bowl faces up, and its handle leans ...": both the spoon's)."""
+
+    def subject(tok: Any) -> bool:
+        return (tok.dep_ in ("nsubj", "nsubjpass") or _subject_read_as_compound(tok)) and _is_entity(tok)
+
+    def own(tok: Any) -> bool:
+        return not any(c.dep_ == "poss" and c.text.lower() in ("its", "their") for c in tok.children)
+
+    before = [t for t in poss.sent if t.i < poss.i and subject(t) and own(t)]
+    if before:
+        return before[-1]
+    for sent in reversed(earlier):
+        main = [t for t in sent if subject(t) and own(t) and t.head.dep_ in ("ROOT", "conj")]
+        if main:
+            return main[0]
+    return None
+
+
+def parse_tuples_from_text(text: str, before: str = "", after: str = "") -> list[SceneTuple]:
+    """Entity, attribute and relation tuples of `text` by its dependency parse. `before` and
+    `after`: the text around it (a caption's other chunks). A personal pronoun ("behind her", "her
+    hair") is the first thing the whole text names: a caption introduces its main subject first
+    ("A portrait of a woman ...")."""
+    doc = _parse(text)
+    context = [_parse(part) for part in (before, after) if part.strip()]
+    opening = context[0] if before.strip() else doc  # the text's first sentences
+    earlier = list(opening.sents) if before.strip() else []
+    person = next((_name(t) for t in opening if _is_entity(t)), None)
+    possessives = [t for t in doc if t.dep_ == "poss" and t.pos_ == "PRON"]
+    # Things of one name introduced one by one, each described otherwise ("a bright star ... a
+    # smaller star") are several things: each is named with the words that describe it ("bright
+    # white star"). "A saucer ... a matching red saucer" may be one saucer: it stays "saucer".
+    introduced: dict[str, set[tuple[str, ...]]] = {}
+    for t in (t for d in [doc, *context] for t in d if _is_entity(t) and _introduced(t)):
+        if words := _distinguishing_words(t):
+            introduced.setdefault(_name(t), set()).add(tuple(words))
+    several = {n for n, described in introduced.items() if len(described) > 1}
+
+    def name_of(tok: Any) -> str:
+        name = _name(tok)
+        if name in several and tok.tag_ == "NN" and (words := _distinguishing_words(tok)):
+            return " ".join([*words, name])
+        return name
+
     out: list[SceneTuple] = []
     seen: set[SceneTuple] = set()
 
@@ -337,7 +423,7 @@ def parse_tuples_from_text(text: str, before: str = "") -> list[SceneTuple]:
         """The name of the thing a token denotes: a noun's, what a partitive is of ("clouds" of "a
         band of clouds"), or the person a pronoun refers to."""
         if _is_entity(tok):
-            return _name(tok)
+            return name_of(tok)
         if (of := _partitive_of(tok)) is not None:
             return thing(of)
         return person if _personal(tok) else None
@@ -357,7 +443,7 @@ def parse_tuples_from_text(text: str, before: str = "") -> list[SceneTuple]:
     for tok in doc:
         if not _is_entity(tok):
             continue
-        add(SceneTuple("entity", _name(tok)))
+        add(SceneTuple("entity", name_of(tok)))
         # A subject read as a compound of its verb leaves its adjectives on the verb too.
         misplaced = [c for c in tok.head.children if c.i < tok.i] if _subject_read_as_compound(tok) else []
         for c in [*tok.children, *misplaced]:
@@ -381,7 +467,7 @@ def parse_tuples_from_text(text: str, before: str = "") -> list[SceneTuple]:
                 elif pred == "with":
                     relation(obj, "part of", tok, "part")
                 elif pred in SPATIAL:
-                    relation(_with_object_before(c) or tok, pred, obj)
+                    relation(_with_object_before(c) or tok, *_place_on(pred, obj))
     for tok in doc:
         if tok.pos_ not in ("VERB", "AUX", "ADJ") or tok.dep_ == "amod":
             continue
@@ -411,7 +497,7 @@ def parse_tuples_from_text(text: str, before: str = "") -> list[SceneTuple]:
                         continue
                     pred = f"{tok.text.lower()} {pred}"
                 for s in subjects:
-                    relation(s, pred, obj)
+                    relation(s, *_place_on(pred, obj))
             elif c.dep_ == "dobj" and tok.pos_ == "VERB" and lemma not in POSTURE and c not in subjects:
                 typ = "part" if lemma in ("have", "carry", "feature") else "action"
                 pred = "part of" if typ == "part" else tok.text.lower()
@@ -420,6 +506,19 @@ def parse_tuples_from_text(text: str, before: str = "") -> list[SceneTuple]:
                         relation(c, pred, s, typ)
                     else:
                         relation(s, pred, c, typ)
+    # A possessive pronoun makes a part: "its handle" is part of the cup, "her hair" part of the
+    # woman. A noun's possessive is left alone: it often names a kind ("a chef's knife").
+    for poss in possessives:
+        if (part := _possessed(poss)) is None:
+            continue
+        if poss.text.lower() in ("her", "his"):
+            whole = person
+        else:
+            antecedent = _its_antecedent(poss, [*earlier, *(s for s in doc.sents if s.end <= poss.i)])
+            whole = thing(antecedent) if antecedent is not None else None
+        name = thing(part)
+        if whole and name and whole != name:
+            add(SceneTuple("relation", name, relation_type="part", predicate="part of", target=whole))
     for m in QUOTE.finditer(text):
         span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
         if span is None:
@@ -458,7 +557,9 @@ def anchor(name: str, entities: Sequence[str]) -> str | None:
     return heads[0] if len(heads) == 1 else None
 
 
-def combine(llm: Iterable[SceneTuple], text: str, before: str = "") -> tuple[list[SceneTuple], set[SceneTuple]]:
+def combine(
+    llm: Iterable[SceneTuple], text: str, before: str = "", after: str = ""
+) -> tuple[list[SceneTuple], set[SceneTuple]]:
     """One text's tuples from both extractors, and which of them the parser made: the parser's
     entities, attributes and relations, plus the LLM's relations between entities the parser found
     (their ends renamed to the parser's names) that the parser does not already relate. Measured
@@ -467,12 +568,12 @@ def combine(llm: Iterable[SceneTuple], text: str, before: str = "") -> tuple[lis
     each finds ones the other misses, but an LLM end the parser never saw is mostly a phrase, not
     a thing ("from a high vantage point on a bright day"), and where both relate the same two
     things the parser's reading of the sentence is the more reliable one (the LLM's is mostly
-    the same fact reversed). `before`: the text before this one (a caption's earlier chunks), for
-    pronouns. The LLM's tuples alone when the parser is off or not installed."""
+    the same fact reversed). `before` / `after`: the text around this one (a caption's other
+    chunks), for pronouns and names. The LLM's tuples alone when the parser is off or not installed."""
     llm = list(dict.fromkeys(llm))
-    if not (ENABLED and available()):
+    if not enabled():
         return llm, set()
-    parsed = parse_tuples_from_text(text, before)
+    parsed = parse_tuples_from_text(text, before, after)
     entities = [t.entity for t in parsed if t.kind == "entity"]
     related = {frozenset((t.entity, t.target)) for t in parsed if t.kind == "relation"}
     anchored = []
@@ -488,13 +589,20 @@ def combine(llm: Iterable[SceneTuple], text: str, before: str = "") -> tuple[lis
 def combine_chunks(
     chunks: Sequence[tuple[Iterable[SceneTuple], str]],
 ) -> list[tuple[list[SceneTuple], set[SceneTuple]]]:
-    """`combine` for each (LLM tuples, text) chunk of one text, the chunks before it as its context."""
-    return [combine(llm, text, " ".join(t for _, t in chunks[:i])) for i, (llm, text) in enumerate(chunks)]
+    """`combine` for each (LLM tuples, text) chunk of one text, the other chunks as its context."""
+    texts = [t for _, t in chunks]
+    return [combine(llm, text, " ".join(texts[:i]), " ".join(texts[i + 1 :])) for i, (llm, text) in enumerate(chunks)]
+
+
+def enabled() -> bool:
+    """Whether the parser extracts (on, and installed). Its names are then each a thing of its own
+    (`canonicalise(distinct_names=True)`): it names two things alike only when the text does."""
+    return ENABLED and available()
 
 
 def extractor_setting() -> str:
     """How tuples are extracted now, as construction_quality names its partitions."""
-    return "parse + llm relations" if ENABLED and available() else "llm"
+    return "parse + llm relations" if enabled() else "llm"
 
 
 def parser_version() -> str:
@@ -502,6 +610,6 @@ def parser_version() -> str:
     import hashlib
     from pathlib import Path
 
-    if not (ENABLED and available()):
+    if not enabled():
         return "off"
     return f"{PIPELINE}-{hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]}"
