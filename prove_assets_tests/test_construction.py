@@ -559,3 +559,15 @@ def test_things_of_one_name_described_otherwise_are_several_things() -> None:
     names = {c.tuple.entity for c in canonical if c.tuple.kind == "entity"}
     assert {"bright white star", "smaller star", "pink spiral galaxy", "spiral galaxy", "saucer"} <= names
     assert "star" not in names and "red saucer" not in names  # one saucer, introduced twice
+
+
+@needs_parser
+def test_framing_the_camera_and_places_on_a_person_are_no_things() -> None:
+    chunks = [
+        ([], "A portrait of a bearded man, framed from the waist up. He looks straight at the camera."),
+        ([], "On his head is a wool hat. A leather bag hangs from his broad shoulder."),
+    ]
+    texts = set().union(*(_texts(tuples) for tuples, _ in combine_chunks(chunks)))
+    assert not {"waist", "camera", "head"} & texts
+    assert "hat on man" in texts  # a place on a person is the person
+    assert "shoulder" in texts  # described ("broad"): a thing of its own

@@ -252,6 +252,32 @@ def _partitive_of(tok: Any) -> Any | None:
     return obj if obj is not None and _common_noun(obj) else None
 
 
+# Where the photo is taken from: "looks at the camera" names no thing in it.
+VIEWER = {"camera", "viewer", "lens", "photographer"}
+
+
+def _outside_the_picture(tok: Any) -> bool:
+    """A noun that tells how the picture is framed or seen, not a thing in it: the part a portrait
+    is framed from ("framed from the chest up"), the camera a subject looks at ("at the camera")."""
+    if tok.dep_ != "pobj":
+        return False
+    prep = tok.head.text.lower()
+    after = tok.nbor(1).text.lower() if tok.i + 1 < len(tok.doc) else ""
+    if prep == "from" and after in ("up", "down"):
+        return True
+    return tok.lemma_.lower() in VIEWER and prep in ("at", "toward", "towards", "into")
+
+
+def _on_a_person(tok: Any) -> bool:
+    """A place on a person, named by the person's possessive and nothing else ("on her head",
+    "at his feet"): a relation to it is to the person; it is no thing of its own."""
+    return (
+        tok.dep_ == "pobj"
+        and any(c.dep_ == "poss" and c.text.lower() in ("her", "his") for c in tok.children)
+        and not any(_describes(c) for c in tok.children)
+    )
+
+
 def _is_entity(tok: Any) -> bool:
     """A common noun naming a thing: not part of a compound name (unless the small tagger misread
     the compound's head, a verb, as a noun), not a colour or material noun ("gold"), not a place
@@ -271,6 +297,8 @@ def _is_entity(tok: Any) -> bool:
         and tok.text.lower() not in INTENSITY
         and _partitive_of(tok) is None
         and word_class(tok.text.lower()) not in ("color", "material")
+        and not _outside_the_picture(tok)
+        and not _on_a_person(tok)
     )
 
 
@@ -426,7 +454,7 @@ def parse_tuples_from_text(text: str, before: str = "", after: str = "") -> list
             return name_of(tok)
         if (of := _partitive_of(tok)) is not None:
             return thing(of)
-        return person if _personal(tok) else None
+        return person if _personal(tok) or (_common_noun(tok) and _on_a_person(tok)) else None
 
     def attribute(noun: Any, value: str, typ: str | None = None) -> None:
         name = thing(noun)
