@@ -352,6 +352,7 @@ def test_parser_reads_attributes_counts_text_and_relations_from_grammar() -> Non
                 ["boy", "action", "holding", "net"],
                 ["the roof of the lighthouse", "spatial", "above", "island"],
                 ["the island", "spatial", "on", "the lighthouse"],
+                ["roof", "spatial", "of", "sign"],
             ],
             "attributes": [["sign", "color", "red"]],
         }
@@ -364,6 +365,7 @@ def test_parser_reads_attributes_counts_text_and_relations_from_grammar() -> Non
     assert not {t.text for t in by_parser} & {"seagulls above island", "roof above island"}
     assert "island on lighthouse" not in combined  # the parser relates these two: its reading wins
     assert "boy holding net" not in combined  # an end the parser never saw is a phrase or a guess
+    assert "roof of sign" not in combined  # a bare "of" is the parser's to read
     assert "sign is red" not in combined  # its attributes are not (the parser's are better: docs/construction.md)
 
 
@@ -521,6 +523,8 @@ def test_a_partitive_noun_stands_for_what_it_is_an_amount_or_arrangement_of() ->
     assert not {"row", "band", "row part of poplars", "band part of fog"} & texts
     assert "band" in _texts(parse_tuples_from_text("A red band circles the hat."))  # no "of": a thing
     assert "spikes part of cross" not in _texts(parse_tuples_from_text("A star shows a cross of sharp spikes."))
+    # what a thing is made of is its parts, unless it is a material
+    assert "beads part of necklace" in _texts(parse_tuples_from_text("The necklace is made of dozens of glass beads."))
 
 
 @needs_parser

@@ -70,6 +70,8 @@ NON_DESCRIPTIVE = {
 # Verbs whose preposition alone is the relation ("sits on the table" -> on).
 POSTURE = {"be", "sit", "stand", "rest", "lie", "hang", "place", "set", "mount", "perch", "park", "locate", "stay",
            "show", "appear", "see", "float", "run", "curve", "visible"}  # fmt: skip
+# Verbs that say what a thing is made of ("made of", "consists of", "composed of", "made up of").
+COMPOSED = {"make", "consist", "compose", "form", "build"}
 # Prepositions that place one thing relative to another ("from", "for", "like" do not).
 SPATIAL = {
     "on", "in", "under", "behind", "above", "below", "beside", "near", "next to", "in front of", "on top of", "inside",
@@ -392,7 +394,7 @@ def _possessed(poss: Any) -> Any | None:
 
 
 def _its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
-    """What "its" / "their" refers to: the last subject before it in its sentence, else the main
+    """What "its" / "their" refers to: the last subject before it in its sentence, else the first
     subject of the last sentence before that has one (`earlier`: the sentences of the text
     before). A subject that is itself "its" something refers to the same thing, so it is passed
     over ("a spoon lies ...: its bowl faces up, and its handle leans ...": both the spoon's)."""
@@ -407,9 +409,9 @@ def _its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
     if before:
         return before[-1]
     for sent in reversed(earlier):
-        main = [t for t in sent if subject(t) and own(t) and t.head.dep_ in ("ROOT", "conj")]
-        if main:
-            return main[0]
+        main = next((t for t in sent if subject(t) and own(t)), None)  # a sentence's first subject
+        if main is not None:
+            return main
     return None
 
 
@@ -517,6 +519,10 @@ def parse_tuples_from_text(text: str, before: str = "", after: str = "") -> list
                                 relation(obj, "part of", s, "part")
             elif c.dep_ == "prep":
                 pred, obj = _prep_phrase(c)
+                made_of = pred == "of" and lemma in COMPOSED
+                if obj is not None and made_of and word_class(obj.text.lower()) != "material":
+                    for s in subjects:  # "the bloom is made of dozens of petals": the petals are its parts
+                        relation(obj, "part of", s, "part")
                 if obj is None or pred not in SPATIAL:
                     continue
                 if lemma not in POSTURE and tok.pos_ == "VERB":
@@ -606,7 +612,8 @@ def combine(
     related = {frozenset((t.entity, t.target)) for t in parsed if t.kind == "relation"}
     anchored = []
     for t in llm:
-        if t.kind != "relation":
+        # A bare "of" is the parser's to read (part, depiction, material); the LLM's is mostly reversed.
+        if t.kind != "relation" or (t.predicate or "").strip() == "of":
             continue
         source, target = anchor(t.entity, entities), anchor(t.target or "", entities)
         if source and target and source != target and frozenset((source, target)) not in related:
