@@ -24,7 +24,13 @@ from prove_assets.config import SAMPLE_DIR, warehouse_location
 from prove_assets.core.construction.canonical import canonicalise
 from prove_assets.core.construction.parse_extract import combine_chunks, enabled
 from prove_assets.core.construction.targets import COMPLEX_NODES, plan_targets
-from prove_assets.core.quality import aligned_gold_graph, extraction_quality, load_gold, still_right_on_gold
+from prove_assets.core.quality import (
+    aligned_gold_graph,
+    canonical_gold,
+    extraction_quality,
+    load_gold,
+    still_right_on_gold,
+)
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.scoring import SentenceEmbedder
@@ -76,6 +82,8 @@ def main(verbose: bool) -> None:
     n = sum(kinds.values())
     q = extraction_quality(measured, embedder)
     print("extraction F1 vs gold: " + ", ".join(f"{k} {q[k]['f1']:.3f}" for k in q))
+    q = extraction_quality([(p, canonical_gold(g)) for p, g in measured], embedder)
+    print("  vs gold, names split as extracted: " + ", ".join(f"{k} {q[k]['f1']:.3f}" for k in q))
     print(f"planned targets {n}: right on the gold graph {ok} ({ok / n:.2f}), complex {complex_} ({complex_ / n:.2f})")
     print("per kind (right / planned): " + ", ".join(f"{k} {kinds[k] - wrong[k]}/{kinds[k]}" for k in kinds))
 

@@ -49,6 +49,10 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
     extraction = quality[quality["measure"] == "tuple_extraction"]
     assert set(extraction["kind"]) == {"entity", "attribute", "relation"} and (extraction["images"] == 2).all()
     assert extraction["f1"].between(0, 1).all() and (extraction["n_gold"] > 0).all()
+    # beside it, the same measure against the gold with names split as extracted names are
+    split = quality[quality["measure"] == "tuple_extraction_split_gold"].set_index("kind")
+    assert set(split.index) == {"entity", "attribute", "relation"}
+    assert split.loc["attribute", "n_gold"] >= extraction.set_index("kind").loc["attribute", "n_gold"]
 
     # Re-running the construction sends no request: everything is in the call cache.
     again = run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
