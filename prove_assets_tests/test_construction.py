@@ -135,6 +135,9 @@ def test_duplicates_merge_across_chunks_and_within_one_when_the_text_refers_back
     texts = _texts([c.tuple for c in canonicalise([first, later])[0]])
     assert "front fender is clean" in texts and "fender" not in texts
     assert "tires" not in texts or "tire" not in texts  # plural and singular are one entity
+    second = parse_tuples({"entities": ["second bloom"]})
+    bloom = parse_tuples({"entities": ["bloom"], "attributes": [["bloom", "color", "orange"]]})
+    assert "bloom is orange" in _texts([c.tuple for c in canonicalise([second, bloom])[0]])  # "second": another
     same_chunk = parse_tuples({"entities": ["flag", "patch flags"]})
     assert {"flag", "patch flags"} <= _texts([c.tuple for c in canonicalise([same_chunk])[0]])
     # Within one chunk only when the text refers back to the longer name ("the cup").

@@ -78,6 +78,8 @@ POSITION_WORDS = {
     "side", "edge", "upper", "lower", "distance", "far", "near", "front", "back", "half", "part",
 }  # fmt: skip
 FRAME_WORDS = {"image", "frame", "picture", "photo", "photograph", "scene", "view", "shot"}
+# "a second bloom" says there is another: a bare "the bloom" is not it.
+LATER_ORDINALS = {"second", "third", "fourth", "fifth", "sixth", "last"}
 _FILLER = {"the", "a", "an", "of", "its", "this", "that", "in", "at", "to", "on"}
 _DETERMINERS = ("the ", "a ", "an ", "its ", "his ", "her ", "their ", "this ", "that ", "some ")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -269,9 +271,10 @@ def canonicalise(
             split[n] = (n, found)  # ambiguous: keep the name, still record its described colour etc.
 
     # 2. Plural/singular and chunk-to-chunk merges: a bare head noun ("fender") declared in one chunk
-    #    joins the one longer name with that head ("front fender") declared in another chunk. Names a
-    #    model wrote side by side in one chunk are kept apart (it meant two things), unless the text
-    #    only refers back to the longer one ("an espresso cup ... the cup").
+    #    joins the one longer name with that head ("front fender"; not "second fender": there is another)
+    #    declared in another chunk. Names a model wrote side by side in one chunk are kept apart (it
+    #    meant two things), unless the text only refers back to the longer one ("an espresso cup ...
+    #    the cup").
     first_chunk: dict[str, int] = {}
     for ci, ts in enumerate(chunks):
         for t in ts:
@@ -286,7 +289,11 @@ def canonicalise(
         key = name_key(n)
         if len(key) != 1 or merged[n] != n:
             continue
-        longer = {m for m in by_key.values() if len(name_key(m)) > 1 and name_key(m)[-1] == key[0]}
+        longer = {
+            m
+            for m in by_key.values()
+            if len(name_key(m)) > 1 and name_key(m)[-1] == key[0] and not set(name_key(m)) & LATER_ORDINALS
+        }
         if len(longer) == 1:
             (m,) = longer
             if first_chunk[m] != first_chunk[n] or _refers_back(n, m, texts[first_chunk[n]] if texts else ""):
