@@ -79,6 +79,23 @@ def test_reversal_is_named_in_the_reason(judge):
     assert "direction reversed" in judge.entails(CAPTION, rel("table", "on", "saucer")).reason
 
 
+def test_the_thing_named_most_like_the_claim_decides_and_named_ends_keep_their_direction(judge):
+    """With several things of one head noun, a claim about one is judged by that one; a relation
+    between two names that refine each other ("cap top" / "cap") is not its own reverse."""
+    caption = [
+        attr("pink spiral galaxy", "pink"),
+        attr("galaxies", "whitish"),
+        attr("galaxies", "orange"),
+        SceneTuple("relation", "cap top", relation_type="part", predicate="part of", target="cap"),
+    ]
+    assert not judge.entails(caption, attr("pink spiral galaxy", "white")).entailed
+    assert judge.entails(caption, attr("pink spiral galaxy", "pink")).entailed
+    assert judge.entails(caption, attr("galaxy", "orange")).entailed  # the general claim: any of them
+    part = SceneTuple("relation", "cap top", relation_type="part", predicate="part of", target="cap")
+    reverse = SceneTuple("relation", "cap", relation_type="part", predicate="part of", target="cap top")
+    assert judge.entails(caption, part).entailed and not judge.entails(caption, reverse).entailed
+
+
 def test_closed_classes_read_words_and_digits():
     assert class_words("three red cups")["number"] == {"3"}
     assert class_words("3 crimson cups") == {"number": {"3"}, "color": {"red"}}

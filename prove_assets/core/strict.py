@@ -380,6 +380,19 @@ class StrictEntailment:
         same = [p for p in premise if p.kind == "attribute" and self.same_entity(p.entity, h.entity)]
         if not same:
             return Decision(False, None, f"no attribute of {h.entity!r} in the premise")
+        # The things named most like the claim's decide first: with "a pink spiral galaxy" and other
+        # galaxies in the caption, "the pink spiral galaxy is white" is about the pink one.
+        named = set(tokens(h.entity))
+        overlap = {p.entity: len(named & set(tokens(p.entity))) for p in same}
+        closest = [p for p in same if overlap[p.entity] == max(overlap.values())]
+        if len(closest) < len(same):
+            decision = self._attribute_of(closest, h)
+            if decision.entailed or "contradicts" in decision.reason:
+                return decision
+        return self._attribute_of(same, h)
+
+    def _attribute_of(self, same: Sequence[SceneTuple], h: SceneTuple) -> Decision:
+        """Whether the attributes `same` (of things the claim's entity names) entail the claim."""
         value = h.value or ""
         if h.attribute_type == "text rendering" and not _QUOTED.search(value):
             value = f'"{value}"'
@@ -420,12 +433,15 @@ class StrictEntailment:
     def _relation(self, premise: Sequence[SceneTuple], h: SceneTuple) -> Decision:
         hp = canonical_predicate(h.predicate or "")
         reversed_seen = None
+        # Ends that name each other ("cap top" / "cap") must match by name, or a relation and its
+        # reverse would be one.
+        same = (lambda a, b: tokens(a) == tokens(b)) if self.same_entity(h.entity, h.target or "") else self.same_entity
         for p in premise:
             if p.kind != "relation":
                 continue
             pp = canonical_predicate(p.predicate or "")
-            forward = self.same_entity(p.entity, h.entity) and self.same_entity(p.target or "", h.target or "")
-            backward = self.same_entity(p.entity, h.target or "") and self.same_entity(p.target or "", h.entity)
+            forward = same(p.entity, h.entity) and same(p.target or "", h.target or "")
+            backward = same(p.entity, h.target or "") and same(p.target or "", h.entity)
             if not (forward or backward):
                 continue
             if hp is not None and pp is not None:

