@@ -8,7 +8,13 @@ import pytest
 
 from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
 from prove_assets.core.construction.generation import parse_pair, target_text, targeted_rows
-from prove_assets.core.construction.parse_extract import available, combine, combine_chunks, parse_tuples_from_text
+from prove_assets.core.construction.parse_extract import (
+    anchor,
+    available,
+    combine,
+    combine_chunks,
+    parse_tuples_from_text,
+)
 from prove_assets.core.construction.targets import KINDS, CaptionCheck, candidate_targets, plan_targets, where_program
 from prove_assets.core.construction.verify import judge_pair, missing_facts, output_problem
 from prove_assets.core.quality import gold_aliases, still_right_on_gold
@@ -287,6 +293,16 @@ def test_answer_must_state_the_facts_and_agree_on_yes_no() -> None:
         "Can you describe the boat?", "It is small and red.", "ok", "The boat is red, small.", 0.8, 0.6, described
     )
     assert fair.verdict == "ok"
+    # The wording may not state the relation the other way round ("the thing left of the boat").
+    hop = [
+        SceneTuple("relation", "boat", relation_type="spatial", predicate="left of", target="pier"),
+        SceneTuple("attribute", "pier", attribute_type="color", value="gray"),
+    ]
+    output = "The boat is left of the pier, which is gray."
+    turned = judge_pair("What color is it?", "The thing left of the boat is gray.", "ok", output, 0.8, 0.6, hop)
+    assert turned.verdict == "answer_mismatch" and "other way round" in turned.reason
+    right = judge_pair("What color is it?", output, "ok", output, 0.8, 0.6, hop)
+    assert right.verdict == "ok", right.reason
 
 
 def test_wording_parser_and_rows_keep_every_target() -> None:
@@ -528,6 +544,14 @@ def test_a_partitive_noun_stands_for_what_it_is_an_amount_or_arrangement_of() ->
     assert "spikes part of cross" not in _texts(parse_tuples_from_text("A star shows a cross of sharp spikes."))
     # what a thing is made of is its parts, unless it is a material
     assert "beads part of necklace" in _texts(parse_tuples_from_text("The necklace is made of dozens of glass beads."))
+
+
+def test_an_llm_relation_end_names_a_parser_entity_only_when_it_is_clear() -> None:
+    entities = ["galaxies", "spiral galaxy", "blue galaxy", "roofs", "top roof", "fender", "front fender"]
+    assert anchor("the galaxies", entities) == "galaxies"
+    assert anchor("galaxy", entities) is None  # several galaxies named apart: any of them
+    assert anchor("roof", entities) == "roofs"  # plurals folded
+    assert anchor("the fender", entities) == "fender" and anchor("the sky", entities) is None
 
 
 @needs_parser

@@ -579,16 +579,20 @@ ENABLED = os.environ.get("PROVE_PARSE_EXTRACTOR", "1") != "0"
 def anchor(name: str, entities: Sequence[str]) -> str | None:
     """The parser's entity an LLM-written relation end denotes: the same name (plurals folded),
     else the only entity with the same head noun, else the head of an "X of Y" end ("base of
-    rocket" -> base); None when it names none of them (a position, a clause, an unclear noun)."""
+    rocket" -> base); None when it names none of them (a position, a clause, an unclear noun), or
+    when the parser named several things of that head apart ("spiral galaxy", "blue galaxy"):
+    then a bare "galaxy" could be any of them, and is none of "galaxies"."""
     key = name_key(clean_name(name))
     if "of" in key[1:]:
         key = key[: key.index("of")]
     if not key:
         return None
-    same = [e for e in entities if name_key(e) == key]
+    heads = [e for e in entities if name_key(e)[-1:] == key[-1:]]
+    same = [e for e in heads if name_key(e) == key]
+    if clean_name(name) not in entities and len(heads) - len(same) > 1:
+        return None
     if same:
         return same[0]
-    heads = [e for e in entities if name_key(e)[-1:] == key[-1:]]
     return heads[0] if len(heads) == 1 else None
 
 

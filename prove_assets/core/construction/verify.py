@@ -4,7 +4,8 @@ output agrees with the answer), plus the checks a small model needs on top:
 - an output that says nothing ("unknown", "none", an empty slot as in "The trim is .") never
   verifies, however similar its sentence is to the answer;
 - for a planned target, the answer must state every fact of the target (its closed-class words,
-  quoted text and the objects it names), and a yes/no answer must agree with the program's;
+  quoted text and the objects it names), a yes/no answer must agree with the program's, and the
+  wording must not state a relation the other way round;
 - a question that already contains its answer's value is trivial.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from prove_assets.core.strict import NUMBER
+from prove_assets.core.strict import NUMBER, SYMMETRIC, canonical_predicate
 from prove_assets.core.tuples import SceneTuple
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -125,6 +126,17 @@ def _polarity(text: str) -> str | None:
     return first[0] if first and first[0] in ("yes", "no") else None
 
 
+def states_reversed(text: str, fact: SceneTuple) -> bool:
+    """Whether `text` puts a relation's subject after its predicate ("the thing to the left of the
+    blue galaxy" for "the blue galaxy is left of it"): the fact said the other way round. A
+    symmetric predicate ("next to") reads the same both ways."""
+    if fact.kind != "relation" or not fact.predicate or canonical_predicate(fact.predicate) in SYMMETRIC:
+        return False
+    said = " ".join(_WORD.findall(text.lower()))
+    predicate, subject = (" ".join(_WORD.findall(x.lower())) for x in (fact.predicate, fact.entity))
+    return bool(re.search(rf"\b{re.escape(predicate)} (?:the |a |an )?{re.escape(subject)}\b", said))
+
+
 def judge_pair(
     question: str,
     answer: str,
@@ -146,6 +158,9 @@ def judge_pair(
     if _polarity(output) and _polarity(answer) != _polarity(output):
         return Verdict("answer_mismatch", f"the answer says {_polarity(answer)!r}, the program {_polarity(output)!r}")
     if facts is not None:
+        turned = [f for f in facts if states_reversed(f"{question} {answer}", f)]
+        if turned:
+            return Verdict("answer_mismatch", f"the wording states the relation the other way round: {turned[0].text}")
         missing = missing_facts(answer, facts)
         if missing:
             return Verdict("answer_mismatch", f"the answer does not state: {'; '.join(missing)}")
