@@ -52,9 +52,11 @@ ledger: venv
 	$(VENV)/bin/prove-assets export-ledger
 
 # Tuple extraction vs the hand-written gold tuples, per embedded model and extractor setting;
-# then the planned targets' programs on the gold graph (no wording request is sent).
+# the parser alone on the sample and on held-out hand-written captions; then the planned targets'
+# programs on the gold graph (no wording request is sent).
 compare-extractors: venv
 	$(PY) bench/compare_extractors.py
+	$(PY) bench/parser_check.py
 	$(PY) bench/construction_proxy.py
 
 bench: venv
