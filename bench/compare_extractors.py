@@ -31,7 +31,7 @@ EXTRACTORS: dict[str, Callable[[list[tuple[list, str]]], list[list]]] = {
     "llm, raw": lambda parts: [tuples for tuples, _ in parts],
     "llm": lambda parts: [tuples for tuples, _ in parts],
     "parse": lambda parts: [
-        parse_tuples_from_text(text, " ".join(t for _, t in parts[:i]), " ".join(t for _, t in parts[i + 1 :]))
+        parse_tuples_from_text(text, [t for _, t in parts[:i]], [t for _, t in parts[i + 1 :]])
         for i, (_, text) in enumerate(parts)
     ],
     "parse + llm relations (default)": lambda parts: [c[0] for c in combine_chunks(parts)],

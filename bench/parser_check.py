@@ -29,10 +29,7 @@ def main(dirs: list[Path]) -> None:
         measured = []
         for image in load_gold(folder).values():
             chunks = caption_chunks(image.caption, CAPTION_CHUNK_WORDS)
-            parsed = [
-                parse_tuples_from_text(text, " ".join(chunks[:i]), " ".join(chunks[i + 1 :]))
-                for i, text in enumerate(chunks)
-            ]
+            parsed = [parse_tuples_from_text(text, chunks[:i], chunks[i + 1 :]) for i, text in enumerate(chunks)]
             measured.append(([c.tuple for c in canonicalise(parsed, chunks, distinct_names=True)[0]], image.tuples))
         q = extraction_quality(measured, embedder)
         cells = [f"{q[k]['precision']:.3f}/{q[k]['recall']:.3f}/{q[k]['f1']:.3f}" for k in KINDS]

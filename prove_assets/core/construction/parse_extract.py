@@ -416,15 +416,20 @@ def _its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
     return None
 
 
-def parse_tuples_from_text(text: str, before: str = "", after: str = "") -> list[SceneTuple]:
+def parse_tuples_from_text(
+    text: str, before: str | Sequence[str] = "", after: str | Sequence[str] = ""
+) -> list[SceneTuple]:
     """Entity, attribute and relation tuples of `text` by its dependency parse. `before` and
-    `after`: the text around it (a caption's other chunks). A personal pronoun ("behind her", "her
-    hair") is the first thing the whole text names: a caption introduces its main subject first
-    ("A portrait of a woman ...")."""
+    `after`: the text around it (a caption's other chunks, one string or one per chunk: each is
+    parsed once). A personal pronoun ("behind her", "her hair") is the first thing the whole text
+    names: a caption introduces its main subject first ("A portrait of a woman ...")."""
     doc = _parse(text)
-    context = [_parse(part) for part in (before, after) if part.strip()]
-    opening = context[0] if before.strip() else doc  # the text's first sentences
-    earlier = list(opening.sents) if before.strip() else []
+    earlier_docs, later_docs = (
+        [_parse(p) for p in ([x] if isinstance(x, str) else x) if p.strip()] for x in (before, after)
+    )
+    context = [*earlier_docs, *later_docs]
+    opening = earlier_docs[0] if earlier_docs else doc  # the text's first sentences
+    earlier = [sent for d in earlier_docs for sent in d.sents]
     person = next((_name(t) for t in opening if _is_entity(t)), None)
     possessives = [t for t in doc if t.dep_ == "poss" and t.pos_ == "PRON"]
     # Things of one name introduced one by one, each described otherwise ("a bright star ... a
@@ -597,7 +602,7 @@ def anchor(name: str, entities: Sequence[str]) -> str | None:
 
 
 def combine(
-    llm: Iterable[SceneTuple], text: str, before: str = "", after: str = ""
+    llm: Iterable[SceneTuple], text: str, before: str | Sequence[str] = "", after: str | Sequence[str] = ""
 ) -> tuple[list[SceneTuple], set[SceneTuple]]:
     """One text's tuples from both extractors, and which of them the parser made: the parser's
     entities, attributes and relations, plus the LLM's relations between entities the parser found
@@ -631,7 +636,7 @@ def combine_chunks(
 ) -> list[tuple[list[SceneTuple], set[SceneTuple]]]:
     """`combine` for each (LLM tuples, text) chunk of one text, the other chunks as its context."""
     texts = [t for _, t in chunks]
-    return [combine(llm, text, " ".join(texts[:i]), " ".join(texts[i + 1 :])) for i, (llm, text) in enumerate(chunks)]
+    return [combine(llm, text, texts[:i], texts[i + 1 :]) for i, (llm, text) in enumerate(chunks)]
 
 
 def enabled() -> bool:
