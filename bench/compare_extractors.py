@@ -48,7 +48,7 @@ def main(models: list[str]) -> None:
     embedder = SentenceEmbedder()
     wh = open_warehouse(warehouse_location())
     header = ["entity P/R/F1", "attribute P/R/F1", "relation P/R/F1"]
-    print(f"{'model | extractor':58} " + " ".join(f"{h:>18}" for h in header) + f" {'failed':>6} {'wall s':>7}")
+    print(f"{'model | extractor':82} " + " ".join(f"{h:>18}" for h in header) + f" {'failed':>6} {'wall s':>7}")
     for model in models:
         settings = LLMResource(model=model).settings()
         started = time.monotonic()
@@ -78,7 +78,7 @@ def main(models: list[str]) -> None:
                 q = extraction_quality([(flat, golden(g)) for flat, g in measured], embedder)
                 cells = [f"{q[k]['precision']:.2f}/{q[k]['recall']:.2f}/{q[k]['f1']:.2f}" for k in KINDS]
                 print(
-                    f"{model + ' | ' + extractor + gold_form:58} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18}"
+                    f"{model + ' | ' + extractor + gold_form:82} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18}"
                     f" {failed:>6} {wall:>7.0f}  ({sent} requests sent)"
                 )
 
