@@ -314,6 +314,7 @@ class Decision:
     entailed: bool
     premise: str | None
     reason: str
+    contradicted: bool = False  # a stated value of the same class says otherwise
 
 
 class StrictEntailment:
@@ -387,7 +388,7 @@ class StrictEntailment:
         closest = [p for p in same if overlap[p.entity] == max(overlap.values())]
         if len(closest) < len(same):
             decision = self._attribute_of(closest, h)
-            if decision.entailed or "contradicts" in decision.reason:
+            if decision.entailed or decision.contradicted:
                 return decision
         return self._attribute_of(same, h)
 
@@ -413,7 +414,10 @@ class StrictEntailment:
                 return Decision(False, None, f"{cls} of {h.entity!r} not stated ({', '.join(sorted(words))})")
             if _conflicts(cls, words, stated[cls]):
                 return Decision(
-                    False, None, f"{cls} contradicts: {', '.join(sorted(words))} vs {', '.join(sorted(stated[cls]))}"
+                    False,
+                    None,
+                    f"{cls} contradicts: {', '.join(sorted(words))} vs {', '.join(sorted(stated[cls]))}",
+                    contradicted=True,
                 )
         closed = {w for ws in claimed.values() for w in ws} - unstated
         words = [w for w in tokens(value) if w not in closed]
