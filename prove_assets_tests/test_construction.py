@@ -452,6 +452,8 @@ def test_parser_names_a_part_by_its_whole_when_its_name_alone_says_little() -> N
     assert not {"rim", "top", "handle"} & texts
     # One thing's handle keeps its own name.
     assert "handle part of mug" in _texts(parse_tuples_from_text("A mug stands on a desk. Its handle is chipped."))
+    rim = _texts(parse_tuples_from_text("A dog sits on the rug, each eye outlined by a thin dark rim."))
+    assert {"eye rim part of eye", "eye rim is thin"} <= rim and "rim" not in rim
     # A sentence whose only verb the tagger read as a noun ("points") still has its subject.
     spout = _texts(parse_tuples_from_text("A kettle sits on the stove. Its long spout points toward the window."))
     assert {"spout part of kettle", "spout is long"} <= spout
@@ -629,3 +631,16 @@ def test_framing_the_camera_and_places_on_a_person_are_no_things() -> None:
     assert not {"waist", "camera", "head"} & texts
     assert "hat on man" in texts  # a place on a person is the person
     assert "shoulder" in texts  # described ("broad"): a thing of its own
+
+
+@needs_parser
+def test_parser_tells_colour_words_and_light_from_things() -> None:
+    fruit = _texts(parse_tuples_from_text("A bowl holds two lemons and an orange. The table is a warm reddish brown."))
+    assert {"lemons", "orange", "table is reddish brown"} <= fruit and "brown" not in fruit
+    shapes = _texts(
+        parse_tuples_from_text(
+            "A window casts a rectangle of light on the floor. Behind it the wall is a soft blur of white and beige."
+        )
+    )
+    assert {"window", "floor", "wall"} <= shapes and not {"rectangle", "blur"} & shapes
+    assert _texts(parse_tuples_from_text("A blanket lies at the rear.")) == {"blanket"}

@@ -75,7 +75,7 @@ VAGUE_COUNTS = {"several", "many", "few", "multiple", "numerous", "some", "a few
 # A relation "end" made only of these words is a place in the picture, not an object.
 POSITION_WORDS = {
     "left", "right", "center", "centre", "middle", "top", "bottom", "background", "foreground", "corner",
-    "side", "edge", "upper", "lower", "distance", "far", "near", "front", "back", "half", "part",
+    "side", "edge", "upper", "lower", "distance", "far", "near", "front", "back", "rear", "half", "part",
 }  # fmt: skip
 FRAME_WORDS = {"image", "frame", "picture", "photo", "photograph", "scene", "view", "shot"}
 # "a second bloom" says there is another: a bare "the bloom" is not it.

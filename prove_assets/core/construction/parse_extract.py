@@ -287,13 +287,14 @@ def _on_a_person(tok: Any) -> bool:
     )
 
 
-def _with_whole(tok: Any) -> Any | None:
-    """The subject a place word after a verb's "with" is a part of ("a helmet rests ... with a
-    white rim": the helmet's rim); None for other objects ("sits with a book" is no part)."""
+def _place_whole(tok: Any) -> Any | None:
+    """The subject a place word after a verb's "with" or "by" is a part of ("a helmet rests ...
+    with a white rim", "each eye outlined by a dark rim": the helmet's rim, the eye's); None for
+    other objects ("sits with a book" is no part)."""
     verb = tok.head.head
-    if tok.lemma_.lower() not in PLACES_ON or verb.pos_ not in ("VERB", "AUX"):
+    if tok.lemma_.lower() not in PLACES_ON or tok.head.text.lower() not in ("with", "by"):
         return None
-    return next(iter(_subjects(verb)), None)
+    return next(iter(_subjects(verb)), None) if verb.pos_ in ("VERB", "AUX") else None
 
 
 def _renames(tok: Any) -> bool:
@@ -339,6 +340,28 @@ def _held_part(tok: Any) -> bool:
     return held and tok.lemma_.lower() in PLACES_ON and any(_describes(c) for c in tok.children)
 
 
+def _of_light_or_colour(tok: Any) -> bool:
+    """A shape made of light or colour ("a rectangle of light", "a soft blur of white and
+    beige"): how something looks, not a thing of its own."""
+    of = next((c for c in tok.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
+    obj = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+    return obj is not None and (obj.lemma_.lower() == "light" or word_class(obj.text.lower()) == "color")
+
+
+def _counted(tok: Any) -> bool:
+    """A colour or material word used as a countable thing ("an orange", "two lemons", "a glass"):
+    a fruit, a tumbler; not the colour or the stuff ("a mix of tan, ginger and brown"), nor a shade
+    ("is a warm reddish brown", "deepens to a richer orange")."""
+    shade = tok.dep_ == "attr" or any(
+        c.tag_ in ("JJR", "JJS") or c.text.lower() in INTENSITY or word_class(c.text.lower()) == "color"
+        for c in tok.children
+    )
+    counted = tok.tag_ == "NNS" or any(
+        (c.dep_ == "det" and c.text.lower() in ("a", "an")) or c.dep_ == "nummod" for c in tok.children
+    )
+    return counted and not shade
+
+
 def _is_entity(tok: Any) -> bool:
     """A common noun naming a thing: not part of a compound name (unless the small tagger misread
     the compound's head, a verb, as a noun), not a colour or material noun ("gold"), not a place
@@ -356,9 +379,10 @@ def _is_entity(tok: Any) -> bool:
         and ((tok.text.lower() not in ABSTRACT and tok.lemma_.lower() not in ABSTRACT) or _held_part(tok))
         and tok.text.lower() not in INTENSITY
         and _partitive_of(tok) is None
-        and word_class(tok.text.lower()) not in ("color", "material")
+        and (word_class(tok.text.lower()) not in ("color", "material") or _counted(tok))
         and not _outside_the_picture(tok)
         and not _on_a_person(tok)
+        and not _of_light_or_colour(tok)
     )
 
 
@@ -485,8 +509,10 @@ def _wholes(doc: Any, earlier: Sequence[Any], person: str | None) -> dict[int, s
     for tok in (t for t in doc if _is_entity(t)):
         of = next((c for c in tok.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
         inner = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
-        if tok.dep_ == "pobj" and tok.head.text.lower() == "with":
-            whole = head_word(_with_whole(tok) or tok.head.head)
+        if tok.dep_ == "pobj" and (place := _place_whole(tok)) is not None:
+            whole = head_word(place)
+        elif tok.dep_ == "pobj" and tok.head.text.lower() == "with":
+            whole = head_word(tok.head.head)
         elif tok.dep_ == "dobj" and tok.head.lemma_.lower() in HAVE and (subjects := _subjects(tok.head)):
             whole = head_word(subjects[0])
         elif inner is not None and tok.lemma_.lower() not in DEPICTIONS:
@@ -635,14 +661,16 @@ def parse_tuples_from_text(
                             obj = next((o for o in prep.children if o.dep_ == "pobj"), None)
                             if obj is not None:
                                 relation(obj, "part of", s, "part")
+            elif c.dep_ == "agent" or (c.dep_ == "prep" and c.text.lower() == "with"):
+                obj = next((o for o in c.children if o.dep_ == "pobj"), None)
+                if obj is not None and (whole := _place_whole(obj)) is not None:
+                    relation(obj, "part of", whole, "part")
             elif c.dep_ == "prep":
                 pred, obj = _prep_phrase(c)
                 made_of = pred == "of" and lemma in COMPOSED
                 if obj is not None and made_of and word_class(obj.text.lower()) != "material":
                     for s in subjects:  # "the bloom is made of dozens of petals": the petals are its parts
                         relation(obj, "part of", s, "part")
-                if obj is not None and pred == "with" and (whole := _with_whole(obj)) is not None:
-                    relation(obj, "part of", whole, "part")
                 if obj is None or pred not in SPATIAL:
                     continue
                 if lemma not in POSTURE and tok.pos_ == "VERB":
