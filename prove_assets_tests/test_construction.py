@@ -283,6 +283,14 @@ def test_answer_must_state_the_facts_and_agree_on_yes_no() -> None:
     assert wrong.verdict == "answer_mismatch" and "boat is red" in wrong.reason
     trivial = judge_pair("What color is the red boat?", "It is red.", "ok", "The boat is red.", 0.8, 0.6, facts)
     assert trivial.verdict == "filtered_trivial"
+    part = [SceneTuple("relation", "boat sail", relation_type="part", predicate="part of", target="boat")]
+    named = judge_pair(
+        "What is the boat sail part of?", "The boat.", "ok", "The boat sail is part of the boat.", 0.8, 0.6, part
+    )
+    assert named.verdict == "filtered_trivial"
+    sail = [SceneTuple("relation", "sail", relation_type="part", predicate="part of", target="boat")]
+    asked = judge_pair("What is the sail part of?", "The boat.", "ok", "The sail is part of the boat.", 0.8, 0.6, sail)
+    assert asked.verdict == "ok"
     polarity = judge_pair("Is there a net?", "No.", "ok", "Yes, the net is in the boat.", 0.7, 0.6, [])
     assert polarity.verdict == "answer_mismatch"
     # "Describe the boat" worded as a material question, answered with the colour: not an answer.

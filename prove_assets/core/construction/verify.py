@@ -6,7 +6,8 @@ output agrees with the answer), plus the checks a small model needs on top:
 - for a planned target, the answer must state every fact of the target (its closed-class words,
   quoted text and the objects it names), a yes/no answer must agree with the program's, and the
   wording must not state a relation the other way round;
-- a question that already contains its answer's value is trivial.
+- a question that already contains its answer's value is trivial (so is one that names a part
+  by its whole and asks what it is part of).
 """
 
 from __future__ import annotations
@@ -176,6 +177,14 @@ def judge_pair(
             and fact_words(f)
             and fact_words(f) <= question_words
             and (not _several_things(facts) or _head(f.entity) <= question_words)
+        ]
+        # A part named by its whole ("helmet rim") tells what it is part of.
+        given += [
+            f
+            for f in facts
+            if f.kind == "relation"
+            and f.relation_type == "part"
+            and words(f.target or "") <= words(f.entity) <= question_words
         ]
         if given:
             return Verdict("filtered_trivial", f"the question already states the answer ({given[0].text})")
