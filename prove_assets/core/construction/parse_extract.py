@@ -252,12 +252,17 @@ def _quoted(tok: Any) -> bool:
     return before.count('"') % 2 == 1 or before.count("“") > before.count("”")
 
 
+def _of_object(tok: Any) -> Any | None:
+    """The object of the "of" phrase on a noun ("the cup" of "the side of the cup")."""
+    of = next((c for c in tok.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
+    return next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+
+
 def _partitive_of(tok: Any) -> Any | None:
     """What a partitive noun is an amount or arrangement of ("clouds" of "a band of clouds")."""
     if tok.lemma_.lower() not in PARTITIVE and tok.text.lower() not in PARTITIVE:
         return None
-    of = next((c for c in tok.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
-    obj = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+    obj = _of_object(tok)
     return obj if obj is not None and _common_noun(obj) else None
 
 
@@ -314,8 +319,7 @@ def _depicted(tok: Any) -> Any | None:
     """What a depiction shows: "a space shuttle" of "a model of a space shuttle"."""
     if tok.lemma_.lower() not in DEPICTIONS:
         return None
-    of = next((c for c in tok.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
-    shown = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+    shown = _of_object(tok)
     return shown if shown is not None and _common_noun(shown) else None
 
 
@@ -331,7 +335,7 @@ def _depiction_of(tok: Any) -> Any | None:
 
 def _held_part(tok: Any) -> bool:
     """A place word the sentence gives to a thing as a part of it and describes ("a cap with a
-    white top", "its dark rim"): the part is a thing, named by its whole (`_whole_of`)."""
+    white top", "its dark rim"): the part is a thing, named by its whole (`_wholes`)."""
     held = (
         (tok.dep_ == "pobj" and tok.head.text.lower() == "with")
         or any(c.dep_ == "poss" and c.text.lower() in ("its", "their") for c in tok.children)
@@ -343,8 +347,7 @@ def _held_part(tok: Any) -> bool:
 def _of_light_or_colour(tok: Any) -> bool:
     """A shape made of light or colour ("a rectangle of light", "a soft blur of white and
     beige"): how something looks, not a thing of its own."""
-    of = next((c for c in tok.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
-    obj = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+    obj = _of_object(tok)
     return obj is not None and (obj.lemma_.lower() == "light" or word_class(obj.text.lower()) == "color")
 
 
@@ -410,8 +413,7 @@ def _prep_phrase(prep: Any) -> tuple[str, Any | None]:
 def _place_on(pred: str, obj: Any) -> tuple[str, Any]:
     """A place on a thing is the thing: "leans against the side of the cup" relates to the cup
     ("against the side of"), "at the top of the tower" to the tower. Other objects are themselves."""
-    of = next((c for c in obj.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
-    inner = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+    inner = _of_object(obj)
     if inner is None or obj.lemma_.lower() not in PLACES_ON:
         return pred, obj
     words = [c.text.lower() for c in obj.children if c.dep_ in ("amod", "compound") and c.i < obj.i]
@@ -507,8 +509,7 @@ def _wholes(doc: Any, earlier: Sequence[Any], person: str | None) -> dict[int, s
         return singular(tok.text.lower()) if _is_entity(tok) else None
 
     for tok in (t for t in doc if _is_entity(t)):
-        of = next((c for c in tok.children if c.dep_ == "prep" and c.text.lower() == "of"), None)
-        inner = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+        inner = _of_object(tok)
         if tok.dep_ == "pobj" and (place := _place_whole(tok)) is not None:
             whole = head_word(place)
         elif tok.dep_ == "pobj" and tok.head.text.lower() == "with":
