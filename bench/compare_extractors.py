@@ -17,7 +17,7 @@ from prove_assets.backends.llm import LLMGateway
 from prove_assets.backends.local_llm import EMBEDDED_MODELS
 from prove_assets.config import SAMPLE_DIR, warehouse_location
 from prove_assets.core.construction.canonical import canonicalise
-from prove_assets.core.construction.parse_extract import combine_chunks, enabled, parse_tuples_from_text
+from prove_assets.core.construction.parse_extract import combine_chunks, enabled, parse_chunks
 from prove_assets.core.quality import KINDS, canonical_gold, extraction_quality, load_gold
 from prove_assets.core.scoring import SentenceEmbedder
 from prove_assets.core.tuples import caption_chunks
@@ -30,10 +30,7 @@ from prove_assets.storage.parquet_warehouse import open_warehouse
 EXTRACTORS: dict[str, Callable[[list[tuple[list, str]]], list[list]]] = {
     "llm, raw": lambda parts: [tuples for tuples, _ in parts],
     "llm": lambda parts: [tuples for tuples, _ in parts],
-    "parse": lambda parts: [
-        parse_tuples_from_text(text, [t for _, t in parts[:i]], [t for _, t in parts[i + 1 :]])
-        for i, (_, text) in enumerate(parts)
-    ],
+    "parse": lambda parts: parse_chunks([text for _, text in parts]),
     "parse + llm relations (default)": lambda parts: [c[0] for c in combine_chunks(parts)],
 }
 

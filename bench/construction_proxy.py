@@ -21,8 +21,7 @@ from collections import Counter
 
 from prove_assets.backends.dry_run import DryRunGateway, PlanLedger, RecordedCalls
 from prove_assets.config import SAMPLE_DIR, warehouse_location
-from prove_assets.core.construction.canonical import canonicalise
-from prove_assets.core.construction.parse_extract import combine_chunks, enabled
+from prove_assets.core.construction.parse_extract import extract_text
 from prove_assets.core.construction.targets import COMPLEX_NODES, plan_targets
 from prove_assets.core.quality import (
     aligned_gold_graph,
@@ -61,8 +60,7 @@ def main(verbose: bool) -> None:
     with Sandbox(workers=2) as sandbox:
         for c in captions:
             parts = by_image[c["id"]]
-            combined = [tuples for tuples, _ in combine_chunks(parts)]
-            tuples = [x.tuple for x in canonicalise(combined, [t for _, t in parts], distinct_names=enabled())[0]]
+            tuples = [x.tuple for x in extract_text(parts)[1]]
             measured.append((tuples, gold[c["id"]].tuples))
             sg = SceneGraph.from_tuples(c["caption"], tuples)
             gold_sg = aligned_gold_graph(c["caption"], gold[c["id"]].tuples, sg, judge).to_json()

@@ -17,7 +17,7 @@ from pathlib import Path
 from prove_assets.backends.llm import LLMGateway
 from prove_assets.config import warehouse_location
 from prove_assets.core.construction.canonical import canonicalise
-from prove_assets.core.construction.parse_extract import combine_chunks, enabled, parse_tuples_from_text
+from prove_assets.core.construction.parse_extract import extract_text, parse_chunks
 from prove_assets.core.quality import KINDS, extraction_quality, load_gold
 from prove_assets.core.scoring import SentenceEmbedder
 from prove_assets.core.tuples import caption_chunks
@@ -50,10 +50,9 @@ def main(folder: Path) -> None:
         for image, g in gold.items():
             texts = [t for _, t in by_image[image]]
             if setting == "parser alone":
-                parts = [parse_tuples_from_text(t, texts[:i], texts[i + 1 :]) for i, t in enumerate(texts)]
+                canonical = canonicalise(parse_chunks(texts), texts, distinct_names=True)[0]
             else:
-                parts = [tuples for tuples, _ in combine_chunks(by_image[image])]
-            canonical = canonicalise(parts, texts, distinct_names=enabled())[0]
+                canonical = extract_text(by_image[image])[1]
             measured.append(([c.tuple for c in canonical], g.tuples))
         q = extraction_quality(measured, embedder)
         cells = [f"{q[k]['precision']:.3f}/{q[k]['recall']:.3f}/{q[k]['f1']:.3f}" for k in KINDS]

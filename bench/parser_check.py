@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prove_assets.config import SAMPLE_DIR
 from prove_assets.core.construction.canonical import canonicalise
-from prove_assets.core.construction.parse_extract import parse_tuples_from_text
+from prove_assets.core.construction.parse_extract import parse_chunks
 from prove_assets.core.quality import KINDS, extraction_quality, load_gold
 from prove_assets.core.scoring import SentenceEmbedder
 from prove_assets.core.tuples import caption_chunks
@@ -29,8 +29,8 @@ def main(dirs: list[Path]) -> None:
         measured = []
         for image in load_gold(folder).values():
             chunks = caption_chunks(image.caption, CAPTION_CHUNK_WORDS)
-            parsed = [parse_tuples_from_text(text, chunks[:i], chunks[i + 1 :]) for i, text in enumerate(chunks)]
-            measured.append(([c.tuple for c in canonicalise(parsed, chunks, distinct_names=True)[0]], image.tuples))
+            parsed = canonicalise(parse_chunks(chunks), chunks, distinct_names=True)[0]
+            measured.append(([c.tuple for c in parsed], image.tuples))
         q = extraction_quality(measured, embedder)
         cells = [f"{q[k]['precision']:.3f}/{q[k]['recall']:.3f}/{q[k]['f1']:.3f}" for k in KINDS]
         print(f"{f'{folder.name} ({len(measured)} captions)':40} " + " ".join(f"{c:>18}" for c in cells))

@@ -9,7 +9,7 @@ import pandas as pd
 
 from prove_assets.backends.llm import LLMRequest
 from prove_assets.config import datasets_file, prompts_dir
-from prove_assets.core.construction.canonical import canonical_version, canonicalise
+from prove_assets.core.construction.canonical import canonical_version
 from prove_assets.core.construction.generation import (
     CANDIDATE_COLUMNS,
     PAIR_SCHEMA,
@@ -21,8 +21,7 @@ from prove_assets.core.construction.generation import (
     target_text,
     targeted_rows,
 )
-from prove_assets.core.construction.parse_extract import combine_chunks, parser_version
-from prove_assets.core.construction.parse_extract import enabled as parser_enabled
+from prove_assets.core.construction.parse_extract import extract_text, parser_version
 from prove_assets.core.construction.targets import Target, plan_targets
 from prove_assets.core.construction.verify import (
     COMPLEX_NODES,
@@ -95,10 +94,7 @@ def extract_tuple_rows(
                      "call_id": results[i].call_id, "error": results[i].error, "normalised_from": None,
                      "normalise_reason": None}
                 )  # fmt: skip
-        combined = combine_chunks([(results[i].data, texts[i]) for i in ok])
-        canonical, dropped = canonicalise(
-            [tuples for tuples, _ in combined], [texts[i] for i in ok], distinct_names=parser_enabled()
-        )
+        combined, canonical, dropped = extract_text([(results[i].data, texts[i]) for i in ok])
         for n, c in enumerate(canonical):
             i = ok[c.chunk]
             # An LLM relation renamed to the parser's entities is still the LLM's.

@@ -86,8 +86,6 @@ NAME_ADJECTIVES = {
     "front", "rear", "back", "left", "right", "upper", "lower", "top", "bottom", "middle", "inner", "outer",
     "first", "second", "third", "fourth", "fifth",
 }  # fmt: skip
-
-
 _FILLER = {"the", "a", "an", "of", "its", "this", "that", "in", "at", "to", "on"}
 _DETERMINERS = ("the ", "a ", "an ", "its ", "his ", "her ", "their ", "this ", "that ", "some ")
 _WORD = re.compile(r"[a-z0-9]+")

@@ -29,6 +29,9 @@ from prove_assets.core.construction.canonical import (
     FRAME_WORDS,
     NAME_ADJECTIVES,
     POSITION_WORDS,
+    Canonical,
+    Dropped,
+    canonicalise,
     clean_name,
     name_key,
     singular,
@@ -774,12 +777,31 @@ def combine(
     return list(dict.fromkeys([*parsed, *anchored])), set(parsed)
 
 
+def parse_chunks(texts: Sequence[str]) -> list[list[SceneTuple]]:
+    """`parse_tuples_from_text` for each chunk of one text, the other chunks as its context."""
+    return [parse_tuples_from_text(text, texts[:i], texts[i + 1 :]) for i, text in enumerate(texts)]
+
+
 def combine_chunks(
     chunks: Sequence[tuple[Iterable[SceneTuple], str]],
 ) -> list[tuple[list[SceneTuple], set[SceneTuple]]]:
     """`combine` for each (LLM tuples, text) chunk of one text, the other chunks as its context."""
     texts = [t for _, t in chunks]
     return [combine(llm, text, texts[:i], texts[i + 1 :]) for i, (llm, text) in enumerate(chunks)]
+
+
+def extract_text(
+    chunks: Sequence[tuple[Iterable[SceneTuple], str]],
+) -> tuple[list[tuple[list[SceneTuple], set[SceneTuple]]], list[Canonical], list[Dropped]]:
+    """One text's tuples as `caption_tuples` stores them, given its (LLM tuples, text) chunks: each
+    chunk's `combine`, then `canonicalise` over all chunks, the parser's names kept apart when it
+    runs (`enabled`). Returns the combined chunks (which tuples the parser made), the canonical
+    tuples and the dropped ones."""
+    combined = combine_chunks(chunks)
+    canonical, dropped = canonicalise(
+        [tuples for tuples, _ in combined], [text for _, text in chunks], distinct_names=enabled()
+    )
+    return combined, canonical, dropped
 
 
 def enabled() -> bool:
