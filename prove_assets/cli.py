@@ -10,7 +10,7 @@ prove-assets stale              list stale asset-partitions with their causes
 prove-assets refresh            re-materialize exactly those
 prove-assets add-model NAME --backend B [--set k=v] [--run]   register a model, backfill only its partitions
 prove-assets flag QA_ID --reason TEXT / unflag QA_ID   a person's verdict on a QA pair
-prove-assets audit [--shard S] [--n N] [--seed K]   mark kept pairs correct / wrong / irrelevant (stdin may be piped)
+prove-assets audit [--shard S] [--n N] [--seed K]   mark kept pairs correct / wrong / irrelevant / flawed (stdin too)
 prove-assets audit --mark QA_ID VERDICT [--note T] / --list / --report   the same, scripted; the audit's error rates
 prove-assets register           add datasets.yaml shards and models.yaml models as partitions
 prove-assets export-ledger      write the embedded model's recorded calls (the ledger)
@@ -331,7 +331,7 @@ def cmd_audit(args: argparse.Namespace) -> None:
         else:
             _print_df(report)
             print(
-                "wrong / irrelevant in % of audited pairs now in the benchmark (latest mark each, as shown),"
+                "wrong / irrelevant / flawed in % of audited pairs now in the benchmark (latest mark each, as shown),"
                 " [lo, hi] = 95% Wilson interval"
             )
         return
@@ -372,8 +372,9 @@ def cmd_audit(args: argparse.Namespace) -> None:
         print("nothing to audit: every pair of this sample is audited (a larger --n, another --seed or --all)")
         return
     print(
-        f"{len(pairs)} pairs to audit. Per pair type c(orrect), w(rong: the answer is not true of the image), "
-        "i(rrelevant: the question does not fit the image), s(kip) or q(uit), optionally followed by a note."
+        f"{len(pairs)} pairs to audit. Per pair type c(orrect), w(rong: the answer is not true of the image, "
+        "does not answer the question or leaves out what it asks for), i(rrelevant: the question does not fit the "
+        "image), f(lawed: ambiguous, unnatural or trivial), s(kip) or q(uit), optionally followed by a note."
     )
     marked, flagged = 0, set()
     for i, pair in enumerate(pairs.itertuples(), 1):
@@ -381,7 +382,7 @@ def cmd_audit(args: argparse.Namespace) -> None:
         answer = None
         while answer is None:
             try:
-                line = input("  mark [c/w/i/s/q] (+ note): ")
+                line = input("  mark [c/w/i/f/s/q] (+ note): ")
             except EOFError:
                 line = "q"
             try:
@@ -405,8 +406,8 @@ def _audit_done(marked: int, flagged: set[str]) -> None:
     print(f"\nrecorded {marked} mark(s) in prove.qa_audit_log; the qa_audit report is updated.")
     if flagged:
         print(
-            f"flags changed in {', '.join(sorted(flagged))}: `prove-assets refresh` takes pairs marked wrong or "
-            "irrelevant out of the benchmark (and returns pairs re-marked correct)."
+            f"flags changed in {', '.join(sorted(flagged))}: `prove-assets refresh` takes pairs marked wrong, "
+            "irrelevant or flawed out of the benchmark (and returns pairs re-marked correct)."
         )
 
 
@@ -536,7 +537,7 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("unflag", help="take a flag back (nothing is deleted: the log keeps both)")
     p.add_argument("qa_id")
     p.set_defaults(func=cmd_flag)
-    p = sub.add_parser("audit", help="a person marks kept QA pairs correct / wrong / irrelevant (the human study)")
+    p = sub.add_parser("audit", help="a person marks kept QA pairs correct/wrong/irrelevant/flawed (the human study)")
     p.add_argument("--shard", help="only this shard's pairs")
     p.add_argument("--image", action="append", help="only this image's pairs (repeatable)")
     p.add_argument("--n", type=int, default=20, help="size of the fixed random sample (default 20)")
@@ -544,7 +545,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0, help="which fixed random sample (default 0)")
     p.add_argument("--by", help="who audits (default: the OS user)")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--mark", nargs=2, metavar=("QA_ID", "VERDICT"), help="record one mark: correct|wrong|irrelevant")
+    mode.add_argument(
+        "--mark", nargs=2, metavar=("QA_ID", "VERDICT"), help="record one mark: correct|wrong|irrelevant|flawed"
+    )
     mode.add_argument("--list", action="store_true", help="print the pairs still to audit, ask nothing")
     mode.add_argument("--report", action="store_true", help="error rates with 95%% Wilson intervals")
     mode.add_argument("--export", metavar="FILE", help="write every mark to a JSON-lines file (to share an audit)")

@@ -270,6 +270,14 @@ class Planner:
         stable = stable and self._settled()
 
         qa = self.wh.read("verified_qa", {"shard": shard})
+        # The answer-entailment gate reads each verified planned answer once (the request the `gold`
+        # model's response_tuples sends later): those that reached it last time, when settled.
+        if stable and len(qa):
+            read = qa[qa["verdict"].isin(["kept", "filtered_unentailed", "flagged"]) & (qa["generator"] == "targeted")]
+            self.dry_run("verified_qa", shard, [benchmark.tuples_request(a) for a in read["answer"]])
+        else:
+            why = "QA pairs not verified yet: one answer read per verified pair, about one per target"
+            self.estimated("verified_qa", shard, "extract_tuples", len(ok_images) * QA_TARGETS, why)
         if QA_FILTER != "llm":
             pass  # the deterministic post-filter (PROVE_QA_FILTER=rules) sends nothing
         elif stable and len(qa):

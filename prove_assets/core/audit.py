@@ -2,9 +2,12 @@
 pairs to show, how a person's answer reads, which mark counts, and the error-rate report with
 95% Wilson score intervals. Pure Python and pandas; storage lives in `storage/audit.py`.
 
-A person marks a kept pair `correct`, `wrong` (the answer is incorrect for the image) or
-`irrelevant` (the question does not fit the image), as in the paper's study of 794 pairs:
-3.5% of answers incorrect, 1.4% of questions irrelevant (0.6% both)."""
+A person marks a kept pair `correct`, `wrong` (the answer is not true, does not answer the
+question asked, or is incomplete where the question asks for all), `irrelevant` (the question
+does not fit the image), as in the paper's study of 794 pairs (3.5% of answers incorrect, 1.4%
+of questions irrelevant, 0.6% both), or `flawed` (true, but ambiguous, unnatural or trivial: a
+name that fits several things, wording no person would use, a question that gives its answer
+away). Any mark but `correct` takes the pair out of the benchmark."""
 
 from __future__ import annotations
 
@@ -13,8 +16,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-VERDICTS = ("correct", "wrong", "irrelevant")
-FLAGGING_VERDICTS = ("wrong", "irrelevant")
+VERDICTS = ("correct", "wrong", "irrelevant", "flawed")
+FLAGGING_VERDICTS = ("wrong", "irrelevant", "flawed")
 AUDIT_FLAG_PREFIX = "audit:"
 DEFAULT_SAMPLE_SIZE = 20
 DEFAULT_SEED = 0
@@ -28,10 +31,11 @@ PAIR_COLUMNS = (
     "qa_id", "shard", "image_id", "image_path", "question", "answer", "program_output", "generator",
 )  # fmt: skip
 REPORT_COLUMNS = (
-    "scope", "group", "audited", "correct", "wrong", "irrelevant",
+    "scope", "group", "audited", "correct", "wrong", "irrelevant", "flawed",
     "wrong_pct", "wrong_lo", "wrong_hi", "irrelevant_pct", "irrelevant_lo", "irrelevant_hi",
+    "flawed_pct", "flawed_lo", "flawed_hi",
 )  # fmt: skip
-_KEYS = {"c": "correct", "w": "wrong", "i": "irrelevant", "s": "skip", "q": "quit"}
+_KEYS = {"c": "correct", "w": "wrong", "i": "irrelevant", "f": "flawed", "s": "skip", "q": "quit"}
 
 
 @dataclass(frozen=True)
@@ -43,17 +47,17 @@ class AuditAnswer:
 
 
 def parse_answer(line: str) -> AuditAnswer:
-    """`c`, `w`, `i`, `s`, `q` or the whole word, then an optional note: `w the mug is blue`.
+    """`c`, `w`, `i`, `f`, `s`, `q` or the whole word, then an optional note: `w the mug is blue`.
     Raises ValueError on anything else (the caller asks again)."""
     word, _, note = line.strip().partition(" ")
     action = _KEYS.get(word.lower(), word.lower())
     if action not in (*VERDICTS, "skip", "quit"):
-        raise ValueError(f"{word!r} is not one of c(orrect), w(rong), i(rrelevant), s(kip), q(uit)")
+        raise ValueError(f"{word!r} is not one of c(orrect), w(rong), i(rrelevant), f(lawed), s(kip), q(uit)")
     return AuditAnswer(action, note.strip())
 
 
 def normalise_verdict(verdict: str) -> str:
-    """`correct` / `wrong` / `irrelevant` (or their first letter), lower-cased; ValueError otherwise."""
+    """`correct` / `wrong` / `irrelevant` / `flawed` (or their first letter), lower-cased; ValueError otherwise."""
     try:
         answer = parse_answer(verdict)
     except ValueError:
@@ -97,12 +101,14 @@ def current_marks(latest: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     change is a new pair to audit, and its old mark no longer speaks for the benchmark."""
     if latest.empty:
         return latest
-    shown = latest.merge(pairs[["qa_id", "question", "answer"]], on=["qa_id", "question", "answer"], how="inner")
+    # The pairs' other columns (the question kind) come along for the report.
+    extra = [c for c in pairs.columns if c not in latest.columns or c in ("qa_id", "question", "answer")]
+    shown = latest.merge(pairs[extra], on=["qa_id", "question", "answer"], how="inner")
     return shown.reset_index(drop=True)
 
 
 def flag_action(verdict: str, active_flag_reason: str | None) -> str | None:
-    """What the flag log needs after a mark: `flag` for wrong / irrelevant, `unflag` when a pair
+    """What the flag log needs after a mark: `flag` for wrong / irrelevant / flawed, `unflag` when a pair
     an audit had flagged is now marked correct (a person's non-audit flag stays), else None."""
     if verdict in FLAGGING_VERDICTS:
         return "flag"
@@ -140,7 +146,8 @@ def _rates(scope: str, group: str, counts: dict[str, int]) -> dict[str, object]:
 
 def audit_report(latest: pd.DataFrame) -> pd.DataFrame:
     """Error rates of the audited pairs (latest mark each) in percent with 95% Wilson intervals:
-    over all, per shard and per generator, then PROVE's human study for comparison. A pair
+    over all, per shard, per generator and per question kind (where the pairs carry one), then
+    PROVE's human study for comparison. A pair
     marked wrong stays in the denominator after its flag takes it out of the benchmark: it was
     a kept pair when it was audited."""
     rows = []
@@ -148,11 +155,15 @@ def audit_report(latest: pd.DataFrame) -> pd.DataFrame:
     if not latest.empty:
         generator = latest["generator"].fillna("free") if "generator" in latest else pd.Series("free", latest.index)
         latest = latest.assign(generator=generator)
-        for scope in ("shard", "generator"):
+        latest = latest.assign(kind=latest["kind"].fillna("free") if "kind" in latest else "free")
+        for scope in ("shard", "generator", "kind"):
             groups += [(scope, str(key), g) for key, g in latest.groupby(scope, sort=True)]
     for scope, group, g in groups:
         counts = {"audited": len(g), **{v: int((g["verdict"] == v).sum()) if len(g) else 0 for v in VERDICTS}}
         rows.append(_rates(scope, group, counts))
-    study = {**PROVE_STUDY, "correct": PROVE_STUDY["audited"] - PROVE_STUDY["wrong"] - PROVE_STUDY["irrelevant"]}
-    rows.append(_rates("PROVE paper", "human study (794 pairs)", study))
+    study = {**PROVE_STUDY, "flawed": 0}
+    study["correct"] = PROVE_STUDY["audited"] - PROVE_STUDY["wrong"] - PROVE_STUDY["irrelevant"]
+    paper = _rates("PROVE paper", "human study (794 pairs)", study)
+    # The paper's study had no such label: unknown, not zero.
+    rows.append({**paper, **dict.fromkeys(("flawed", "flawed_pct", "flawed_lo", "flawed_hi"), float("nan"))})
     return pd.DataFrame(rows, columns=list(REPORT_COLUMNS))

@@ -10,6 +10,7 @@ import pandas as pd
 from prove_assets.backends.llm import LLMRequest
 from prove_assets.config import datasets_file, prompts_dir
 from prove_assets.core.construction.canonical import canonical_version
+from prove_assets.core.construction.gates import entailment_gate, gate_rows
 from prove_assets.core.construction.generation import (
     CANDIDATE_COLUMNS,
     PAIR_SCHEMA,
@@ -21,7 +22,8 @@ from prove_assets.core.construction.generation import (
     target_text,
     targeted_rows,
 )
-from prove_assets.core.construction.parse_extract import extract_text, parser_version
+from prove_assets.core.construction.parse_extract import enabled as parser_enabled
+from prove_assets.core.construction.parse_extract import extract_text, parsed, parser_version
 from prove_assets.core.construction.targets import Target, plan_targets
 from prove_assets.core.construction.verify import (
     COMPLEX_NODES,
@@ -35,6 +37,7 @@ from prove_assets.core.datasets import Record, inspect_image, load_registry, par
 from prove_assets.core.evaluators import OBJECT_SYNONYMS
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.scene_graph import SceneGraph
+from prove_assets.core.strict import StrictEntailment
 from prove_assets.core.tuples import TUPLES_JSON_SCHEMA, SceneTuple, caption_chunks, parse_tuples, tuples_from_rows
 from prove_assets.defs.common import markdown_table, write_partition
 from prove_assets.defs.partitions import shard_partitions
@@ -491,7 +494,7 @@ def repair_request(row: dict[str, Any], candidate: dict[str, Any], target_facts:
 @dg.asset(
     group_name="benchmark",
     partitions_def=shard_partitions,
-    deps=[qa_candidates, scene_graphs, qa_flags],
+    deps=[qa_candidates, scene_graphs, caption_tuples, qa_flags],
     # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(
         ["filter_qa", "repair_wording", "repair_program"],
@@ -562,6 +565,7 @@ def verified_qa(
         for i, row in zip(retry_at, verify(retry, [facts[i] for i in retry_at]), strict=True):
             rows[i] = {**row, "repaired": True, "repair_call_id": rows[i]["repair_call_id"]}
     context.log.info(f"verified {len(rows)} pairs; {len(todo)} repair requests, {len(retry)} repaired pairs re-run")
+    sent, cached = gate_verified(context, wh, llm, embedder, rows, facts, graphs, sent, cached)
 
     # Post-processing filter, one request per verified pair (a batch per image came back misaligned).
     df = pd.DataFrame(rows, columns=VERIFIED_COLUMNS)
@@ -609,6 +613,40 @@ def verified_qa(
             "llm_requests_cached": dg.MetadataValue.int(cached),
         },
     )
+
+
+def gate_verified(
+    context: dg.AssetExecutionContext,
+    wh: Any,
+    llm: LLMResource,
+    embedder: Any,
+    rows: list[dict[str, Any]],
+    facts: list[list[SceneTuple] | None],
+    graphs: dict[str, str],
+    sent: int,
+    cached: int,
+) -> tuple[int, int]:
+    """The gates on verified planned pairs (core/construction/gates.py), in place: the caption's
+    grammar and the wording first, then the answer read as a response is read (one tuple
+    extraction per pair, the request the `gold` model's response_tuples sends later)."""
+    sgs = {image: SceneGraph.from_json(g) for image, g in graphs.items()}
+    todo = gate_rows(rows, facts, sgs, parsed if parser_enabled() else None)
+    todo = [i for i in todo if facts[i] is not None]
+    texts = [rows[i]["answer"] for i in todo]
+    with llm.gateway(wh, context) as gw:
+        results = gw.run([tuples_request(t) for t in texts], progress_logger(context, "answers read"))
+        sent, cached = sent + gw.sent, cached + gw.cached
+    keys = [{"qa_id": rows[i]["qa_id"], "image_id": rows[i]["image_id"]} for i in todo]
+    answers = tuples_by(extract_tuple_rows(results, keys, ["qa_id", "image_id"], texts)[0], "qa_id")
+    caption = tuples_by(wh.read("caption_tuples", {"shard": context.partition_key}), "image_id")
+    judge = StrictEntailment(embedder)
+    for i in todo:
+        row = rows[i]
+        v = entailment_gate(row["question"], facts[i] or [], answers.get(row["qa_id"], []),
+                            caption.get(row["image_id"], []), judge)  # fmt: skip
+        if v is not None:
+            row["verdict"], row["reason"] = v.verdict, f"gate {v.gate}: {v.reason}"
+    return sent, cached
 
 
 def planned_facts(candidates: pd.DataFrame) -> dict[str, str]:

@@ -55,8 +55,9 @@ def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
 @dg.asset(group_name="reports", deps=[verified_qa], pool="duckdb", code_version="1", kinds={"duckdb"})
 def qa_audit(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """The human audit of kept QA pairs (`prove-assets audit`), PROVE's human study kept up to
-    date: the share of audited pairs marked wrong and irrelevant, with 95% Wilson score
-    intervals, over all, per shard and per generator, beside the paper's 3.5% wrong and 1.4%
+    date: the share of audited pairs marked wrong, irrelevant and flawed (ambiguous, unnatural,
+    trivial), with 95% Wilson score intervals, over all, per shard, per generator and per
+    question kind, beside the paper's 3.5% wrong and 1.4%
     irrelevant of 794 pairs. The latest mark per pair counts; pairs marked wrong stay counted
     after their flag takes them out of the benchmark; marks of pairs since rebuilt with other
     words (a prompt or construction change) no longer count."""
@@ -71,6 +72,7 @@ def qa_audit(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
             "audited": dg.MetadataValue.int(int(overall["audited"])),
             "wrong_pct": dg.MetadataValue.float(float(overall["wrong_pct"])),
             "irrelevant_pct": dg.MetadataValue.float(float(overall["irrelevant_pct"])),
+            "flawed_pct": dg.MetadataValue.float(float(overall["flawed_pct"])),
         },
         data_version=content_version(report),
     )

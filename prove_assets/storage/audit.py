@@ -34,11 +34,13 @@ def read_audit_log(wh: Warehouse) -> pd.DataFrame:
 
 
 def benchmark_pairs(wh: Warehouse) -> pd.DataFrame:
-    """qa_id, question and answer of every pair now kept or flagged (what marks can speak for)."""
+    """qa_id, question, answer and question kind of every pair now kept or flagged (what marks
+    can speak for)."""
     qa = wh.read("verified_qa")
     if qa.empty:
-        return pd.DataFrame(columns=["qa_id", "question", "answer"])
-    return qa.loc[qa["verdict"].isin(["kept", "flagged"]), ["qa_id", "question", "answer"]]
+        return pd.DataFrame(columns=["qa_id", "question", "answer", "kind"])
+    qa = qa if "kind" in qa else qa.assign(kind=None)
+    return qa.loc[qa["verdict"].isin(["kept", "flagged"]), ["qa_id", "question", "answer", "kind"]]
 
 
 def audit_pool(
@@ -83,7 +85,7 @@ def record_audit(
     audited_by: str | None = None,
     audited_at: datetime | None = None,
 ) -> tuple[str, str | None]:
-    """Append a mark on a kept (or already audited) pair and, for wrong / irrelevant, a flag
+    """Append a mark on a kept (or already audited) pair and, for wrong / irrelevant / flawed, a flag
     with reason `audit: <verdict>: <note>`; a pair an audit had flagged and now marked correct
     is unflagged. `audited_at` defaults to now (an imported mark keeps its own time). Returns
     (shard, the flag action written or None)."""

@@ -148,6 +148,6 @@ def construction_version() -> str:
     from pathlib import Path
 
     h = hashlib.sha256()
-    for name in ("targets.py", "generation.py", "verify.py"):
+    for name in ("targets.py", "generation.py", "verify.py", "gates.py"):
         h.update((Path(__file__).parent / name).read_bytes())
     return h.hexdigest()[:12]

@@ -119,6 +119,11 @@ def _parse(text: str) -> Any:
     return load_pipeline()(text)
 
 
+def parsed(text: str) -> Any:
+    """A text's spaCy parse, cached: the gates read a caption's grammar once per shard."""
+    return _parse(text)
+
+
 @lru_cache(maxsize=1)
 def available() -> bool:
     """Whether spaCy and the English pipeline are installed, without loading them: every process

@@ -58,6 +58,21 @@ KINDS = (
     "absent",
     "around",
 )
+# How an attribute is asked, per type: the words a person uses ("What is the state of the cat?"
+# is what a model writes from "ask about the state").
+ATTRIBUTE_QUESTIONS = {
+    "color": "Ask what color the {entity} is.",
+    "material": "Ask what the {entity} is made of.",
+    "shape": "Ask what shape the {entity} has.",
+    "pattern": "Ask what pattern the {entity} has.",
+    "texture": "Ask how the surface of the {entity} looks.",
+    "state": "Ask what the {entity} looks like.",
+    "lighting": "Ask how the {entity} is lit.",
+    "expression": "Ask what expression the {entity} has.",
+}
+# Kinds whose question names its subject without asking where it is: the subject is called by
+# a place the caption gives it, so a person knows which thing is meant ("the cup on the saucer").
+CONTEXT_KINDS = ("attribute", "describe", "text", "compare")
 # How each kind is asked: the model's instruction (it chooses the exact words).
 INSTRUCTIONS = {
     "attribute": "Ask about the {type} of the {entity}.",
@@ -366,6 +381,32 @@ def _order(items: Iterable, salt: str) -> list:
     return sorted(items, key=lambda x: hashlib.sha1(f"{salt}|{x!r}".encode()).hexdigest())
 
 
+def places(sg: SceneGraph, stated: Sequence[SceneTuple]) -> dict[str, str]:
+    """Per node, how a question can call it so it is one thing: its name with a place the caption
+    states plainly ("cup on the saucer", "handle of the mug"), the place a node no other node of
+    the same head noun also has, by a relation whose reading the grammar gates trust."""
+    from prove_assets.core.construction.gates import untrusted_relation
+    from prove_assets.core.construction.parse_extract import enabled, parsed
+
+    doc = parsed(sg.caption) if enabled() else None
+    heads: dict[str, list[str]] = {}
+    for node in sg.nodes:
+        heads.setdefault((name_key(str(node)) or ("",))[-1], []).append(str(node))
+    out: dict[str, str] = {}
+    for r in _order(stated, sg.caption[:200]):
+        if r.entity in out or r.relation_type not in ("spatial", "part") or not r.target:
+            continue
+        if doc is not None and untrusted_relation(doc, r):
+            continue
+        same = heads.get((name_key(r.target) or ("",))[-1], [])
+        # "the cup on the table" says nothing when there are two tables, nor "the cap top of the cap".
+        if len(same) > 1 or set(name_key(r.target)) <= set(name_key(r.entity)):
+            continue
+        predicate = "of" if r.relation_type == "part" else r.predicate
+        out[r.entity] = f"the {r.entity} {predicate} the {r.target}"
+    return out
+
+
 def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> dict[str, list[Target]]:
     """Every target the graph supports, per kind, facts the caption states first."""
     check = CaptionCheck(sg.caption)
@@ -376,6 +417,8 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
         by_entity.setdefault(a.entity, {}).setdefault(a.attribute_type or "", []).append(a)
     out: dict[str, list[Target]] = {k: [] for k in KINDS}
     salt = sg.caption[:200]
+
+    context = places(sg, rels)
 
     def degree(name: str, direction: str) -> int:
         return len(sg.get_outgoing_relations(name) if direction == "out" else sg.get_incoming_relations(name))
@@ -394,7 +437,11 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             expected = len(sg.nodes)
         else:
             expected = {"compare": 2, "absent": 0}.get(kind, 1)
-        target = Target(kind, subject, tuple(facts), INSTRUCTIONS[kind].format(**names), program, expected)
+        template = ATTRIBUTE_QUESTIONS.get(names.get("type", "")) if kind == "attribute" else INSTRUCTIONS[kind]
+        instruction = (template or INSTRUCTIONS[kind]).format(**names)
+        if kind in CONTEXT_KINDS and context.get(subject):
+            instruction += f' Call it "{context[subject]}".'
+        target = Target(kind, subject, tuple(facts), instruction, program, expected)
         out[kind].append(target)
 
     all_attrs = _attributes(sg)

@@ -271,6 +271,9 @@ VERDICTS = [
     "filtered_trivial",
     "filtered_incomplete",
     "filtered_unnatural",
+    "filtered_ambiguous",
+    "filtered_untrusted",
+    "filtered_unentailed",
     "flagged",
 ]
 # PROVE v0.1 (paper, sec. 3): share of generated pairs dropped for each reason.

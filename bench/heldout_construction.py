@@ -1,0 +1,164 @@
+"""The benchmark built on held-out hand-written captions (no rule was written from them), as the
+sample's is built: `build_benchmark` per set, then what a reader of the benchmark checks per set
+(kept per image, question kinds, complex share, question and answer length, answer words given
+away in the question), the verdicts each gate gave, and, where the audit marks file has marks of
+these pairs, the audited error rates and each gate's catch of wrong pairs and loss of right ones.
+
+The captions have no photos: each gets a blank placeholder image, since construction reads only
+the caption. The sets are `bench/heldout/` and `bench/heldout2/` (captions.jsonl each).
+
+Requests the recorded held-out ledger (`bench/heldout_ledger.jsonl.gz`) cannot answer go to the
+configured construction LLM (the embedded model by default), so run it with a DAGSTER_HOME of
+its own; the sample's ledger never grows from here:
+
+    DAGSTER_HOME=/tmp/heldout-home python bench/heldout_construction.py            # build + report
+    DAGSTER_HOME=/tmp/heldout-home python bench/heldout_construction.py --export-ledger
+    DAGSTER_HOME=/tmp/heldout-home python bench/heldout_construction.py --report   # no build
+
+Audit: `prove-assets audit --list --all` / `--mark QA_ID VERDICT` / `--export` under the same
+DAGSTER_HOME and PROVE_DATASETS (this script prints both); the marks ship in
+`bench/heldout_audit.jsonl`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+SETS = ("heldout", "heldout2")
+LEDGER = BENCH / "heldout_ledger.jsonl.gz"
+MARKS = BENCH / "heldout_audit.jsonl"
+
+
+def prepare(home: Path, sets: list[str]) -> Path:
+    """Captions with placeholder images and a datasets.yaml naming one dataset per set, under
+    DAGSTER_HOME; returns the datasets file."""
+    from PIL import Image
+
+    lines = ["datasets:"]
+    for name in sets:
+        folder = home / "heldout_sets" / name
+        (folder / "images").mkdir(parents=True, exist_ok=True)
+        rows = [json.loads(line) for line in (BENCH / name / "captions.jsonl").read_text().splitlines() if line.strip()]
+        with open(folder / "captions.jsonl", "w") as out:
+            for row in rows:
+                image = folder / "images" / f"{row['id']}.png"
+                if not image.exists():
+                    Image.new("RGB", (64, 64), (128, 128, 128)).save(image)
+                out.write(json.dumps({"id": row["id"], "image": str(image), "caption": row["caption"]}) + "\n")
+        lines += [f"  {name}:", "    loader: jsonl", f"    path: {folder / 'captions.jsonl'}", "    shard_size: 50"]
+    path = home / "heldout_datasets.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def given_away(question: str, answer: str, names: set[str]) -> list[str]:
+    """Answer words that also appear in the question, beyond the names of the things asked about
+    and function words: the issue's "no answer word appears in its question"."""
+    from prove_assets.core.construction.verify import words
+
+    function = {"the", "a", "an", "is", "are", "of", "in", "on", "and", "to", "it", "there", "what", "which",
+                "this", "that", "with", "at", "by", "its", "be", "yes", "no", "thing", "things", "picture",
+                "photo", "image"}  # fmt: skip
+    asked = set().union(*(words(n) for n in names)) if names else set()
+    return sorted((words(answer) & words(question)) - asked - function)
+
+
+def report(sets: list[str]) -> None:
+    import pandas as pd
+
+    from prove_assets.config import warehouse_location
+    from prove_assets.core.audit import audit_report, latest_marks
+    from prove_assets.core.construction.generation import facts_from_json
+    from prove_assets.storage.audit import read_marks_file
+    from prove_assets.storage.parquet_warehouse import open_warehouse
+
+    wh = open_warehouse(warehouse_location())
+    qa = wh.read("verified_qa")
+    cands = wh.read("qa_candidates")
+    facts = dict(zip(cands["qa_id"], cands["facts"], strict=True))
+    marks = latest_marks(pd.DataFrame(read_marks_file(MARKS)[0])) if MARKS.exists() else pd.DataFrame()
+    for name in sets:
+        q = qa[qa["shard"] == f"{name}-000"]
+        if q.empty:
+            print(f"{name}: not built")
+            continue
+        kept = q[q["verdict"] == "kept"]
+        images = q["image_id"].nunique()
+        kinds = kept["kind"].value_counts()
+        leaks = 0
+        for r in kept.itertuples():
+            names = {t.entity for t in facts_from_json(facts.get(r.qa_id)) or []}
+            names |= {t.target for t in facts_from_json(facts.get(r.qa_id)) or [] if t.target}
+            leaks += bool(given_away(r.question, r.answer, names))
+        qwords = kept["question"].map(lambda s: len(s.split())).mean()
+        awords = kept["answer"].map(lambda s: len(s.split())).mean()
+        print(f"\n== {name}: {images} captions, {len(q)} candidates verified, {len(kept)} kept "
+              f"({len(kept) / max(1, images):.1f} per caption), {len(kinds)} kinds (largest "
+              f"{kinds.index[0] if len(kinds) else '-'} {kinds.iloc[0] / max(1, len(kept)):.0%}), complex "
+              f"{(kept['complexity'] == 'complex').mean():.0%}, question {qwords:.1f} words, answer {awords:.1f}, "
+              f"answer words in the question {leaks}")  # fmt: skip
+        print("kinds: " + ", ".join(f"{k} {v}" for k, v in kinds.items()))
+        verdicts = q["verdict"].value_counts()
+        print("verdicts (gates): " + ", ".join(f"{k} {v}" for k, v in verdicts.items()))
+        if marks.empty:
+            continue
+        m = marks.merge(q[["qa_id", "question", "answer", "verdict", "kind"]], on=["qa_id", "question", "answer"],
+                        suffixes=("", "_now"))  # fmt: skip
+        if m.empty:
+            continue
+        now = m[m["verdict_now"].isin(["kept", "flagged"])]
+        print(f"audited pairs kept now: {len(now)} of {len(kept)} kept")
+        table = audit_report(now.assign(shard=name))
+        print(table[table["scope"].isin(["all", "kind"])].to_string(index=False))
+        gate = m[~m["verdict_now"].isin(["kept", "flagged"])]
+        if len(gate):
+            print("gates on audited pairs (dropped now: marked correct / wrong / flawed / irrelevant):")
+            print(pd.crosstab(gate["verdict_now"], gate["verdict"]).to_string())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sets", nargs="*", default=[s for s in SETS if (BENCH / s / "captions.jsonl").exists()])
+    parser.add_argument("--report", action="store_true", help="only report the built benchmark")
+    parser.add_argument("--export-ledger", action="store_true", help=f"write the live calls to {LEDGER.name}")
+    args = parser.parse_args()
+    home = Path(os.environ.get("DAGSTER_HOME", "")).resolve()
+    if not os.environ.get("DAGSTER_HOME") or home == (BENCH.parent / "dagster_home").resolve():
+        sys.exit("set DAGSTER_HOME to a folder of its own: the sample's recorded ledger must not grow from here")
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["PROVE_DATASETS"] = str(prepare(home, args.sets))
+    print(f"export DAGSTER_HOME={home} PROVE_DATASETS={os.environ['PROVE_DATASETS']}  # for prove-assets audit")
+
+    from prove_assets.backends.llm import export_ledger, import_ledger
+    from prove_assets.config import warehouse_location
+    from prove_assets.defs.settings import LLM_MODEL
+    from prove_assets.storage.parquet_warehouse import open_warehouse
+
+    wh = open_warehouse(warehouse_location())
+    if args.export_ledger:
+        print(f"wrote {export_ledger(wh, LEDGER, LLM_MODEL)} calls to {LEDGER}")
+        return
+    if not args.report:
+        from prove_assets.orchestration import get_instance, run_steps
+
+        if LEDGER.exists():
+            print(f"{import_ledger(wh, LEDGER)} recorded held-out calls loaded from {LEDGER.name}")
+        instance = get_instance()
+        from prove_assets.defs.registry import register_partitions
+
+        register_partitions(instance)
+        run_steps(instance, [("build_benchmark", f"{s}-000") for s in args.sets], "WARNING")
+    report(args.sets)
+
+
+if __name__ == "__main__":
+    main()

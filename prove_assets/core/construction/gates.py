@@ -1,0 +1,348 @@
+"""Gates a verified pair must pass to be kept, whatever the caption says (issue 30).
+
+A program verifies a pair against the scene graph; the graph can be wrong where the caption's
+grammar is ambiguous, and a wording can be true of the graph yet ambiguous or unnatural for a
+person. Each gate rejects a pattern that a reader of the caption would mark wrong or flawed, from
+the caption's grammar and the graph's names only (no vocabulary of the development captions):
+
+- `ambiguous`: a name the question or answer uses fits several things of the graph ("the
+  handle" beside a "spoon handle"), so the question has no one answer;
+- `incomplete`: the caption gives the thing another value of the type asked ("a red and beige
+  rug" answered "beige"), or gives the value asked of "which things" to a thing the answer
+  leaves out;
+- `untrusted`: the relation asked about rests on a reading a careful reader would not make:
+  a state or manner read as a place ("in bloom", "dressed in", "filled with", "outlined in"),
+  clothing read as a place ("in a coat"), an amount or arrangement read as a whole ("a bank of
+  clouds"), a verb read as a thing ("the shines"), or a prepositional phrase that may belong to
+  another noun ("rests on the saucer to the right of the cup": the saucer or the spoon?);
+- `trivial`: the question already names what the answer gives (the other end of the relation);
+- `unnatural`: wording no person would use ("What is the state of the cat?").
+
+The answer-entailment gate (the answer's own tuples, extracted as a response's are, must be the
+caption's and cover the target) needs the LLM and lives in `stage.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prove_assets.core.construction.canonical import name_key, singular
+from prove_assets.core.strict import class_words
+from prove_assets.core.tuples import SceneTuple
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+# Things worn: "in" one is dressed, not placed ("a woman in a red coat"). A closed class of
+# English, like the strict scorer's colours.
+CLOTHING = {
+    "apron", "blouse", "boot", "cap", "cardigan", "cloak", "coat", "costume", "dress", "gown", "glove", "hat",
+    "hoodie", "jacket", "jeans", "jersey", "kimono", "mitten", "outfit", "overall", "pajama", "pant", "parka",
+    "poncho", "robe", "sandal", "scarf", "shirt", "shoe", "short", "skirt", "sneaker", "sock", "suit", "sweater",
+    "sweatshirt", "t-shirt", "tank top", "tie", "tights", "trouser", "tunic", "uniform", "vest", "wetsuit",
+    "clothes", "clothing", "attire", "garment", "gear", "helmet", "mask", "sunglasses", "glasses", "goggles",
+}  # fmt: skip
+# Compounds of a worn thing ("raincoat", "wetsuit", "sweatshirt", "footwear").
+_CLOTHING_ENDS = ("coat", "suit", "shirt", "jacket", "dress", "shoe", "boot", "wear", "gown")
+# Participles after which "in" / "with" / "by" tell a manner or content, not a place.
+_MANNER_VERBS = {
+    "dress", "clothe", "clad", "fill", "cover", "outline", "paint", "write", "print", "draw", "color", "colour",
+    "decorate", "frame", "line", "trim", "coat", "wrap", "pack", "crowd", "stuff", "load", "dot", "speckle",
+    "edge", "rim", "stripe", "mark", "label", "illuminate", "light", "shade", "render", "carve", "etch",
+}  # fmt: skip
+# Wordings no person asks with (the model's echo of an attribute type or a relation slot).
+_UNNATURAL = re.compile(
+    r"\b(?:the|its|their) (?:state|activity|lighting|expression|texture|pattern) of\b"
+    r"|\bwhat (?:is|are) the (?:state|activity)\b"
+    r"|\bthings? (?:from|of|is|are) the\b(?! picture| photo| image)"
+    r"|\bwhat part of (?:the|a|an) \w+(?: \w+)? is (?:this|that|it)\b"
+)
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    gate: str  # ambiguous | incomplete | untrusted | trivial | unnatural
+    reason: str
+
+    @property
+    def verdict(self) -> str:
+        return f"filtered_{self.gate}"
+
+
+def _words(text: str) -> list[str]:
+    return [singular(w) for w in _WORD.findall((text or "").lower())]
+
+
+def _head(name: str) -> str:
+    key = name_key(name)
+    if "of" in key[1:]:
+        key = key[: key.index("of")]
+    return key[-1] if key else ""
+
+
+# --- one referent per name --------------------------------------------------------------------
+def ambiguous_name(
+    name: str, nodes: Sequence[str], text: str, neighbours: dict[str, set[str]] | None = None
+) -> str | None:
+    """Why `name` (a node) is not one thing in `text` (the question and answer), or None: another
+    node shares its head noun and the text does not carry the words that tell them apart, nor
+    names a thing related to this one and to none of the others ("the handle of the mug")."""
+    head = _head(name)
+    if not head:
+        return None
+    said = set(_words(text))
+    others = [n for n in nodes if n != name and _head(n) == head]
+    if not others:
+        return None
+    neighbours = neighbours or {}
+    theirs = set().union(*(neighbours.get(o, set()) for o in others))
+    if any(_head(n) in said for n in neighbours.get(name, set()) - theirs if _head(n) != head):
+        return None
+    own = set(name_key(name)) - {"of", "the", "a", "an"}
+    # The text must say every word of the name that some other node of that head lacks.
+    telling = {w for w in own for other in others if w not in set(name_key(other))}
+    if not telling:
+        return f"{name!r} names nothing another node ({others[0]!r}) does not"
+    missing = telling - said
+    if missing:
+        return f"the wording says {head!r} but not {sorted(missing)[0]!r}, and {others[0]!r} is another {head}"
+    return None
+
+
+def _names_asked(kind: str, facts: Sequence[SceneTuple]) -> list[str]:
+    names = [f.entity for f in facts] + [f.target for f in facts if f.kind == "relation" and f.target]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+# --- the caption's grammar ---------------------------------------------------------------------
+def _sentence_tokens(doc: Any, head: str) -> list[Any]:
+    return [t for t in doc if singular(t.text.lower()) == head or t.lemma_.lower() == head]
+
+
+def modifier_words(doc: Any, head: str) -> set[str]:
+    """Words the caption describes a noun with: its adjectives and modifiers and their conjuncts
+    ("a red and beige rug"), and "the rug is red" predicates."""
+    out: set[str] = set()
+    for tok in _sentence_tokens(doc, head):
+        if tok.pos_ not in ("NOUN", "PROPN"):
+            continue
+        mods = [c for c in tok.children if c.dep_ in ("amod", "compound", "nmod")]
+        if tok.dep_ == "nsubj" and tok.head.lemma_ == "be":
+            mods += [c for c in tok.head.children if c.dep_ in ("acomp", "attr")]
+        for m in [*mods, *(c for m in mods for c in m.conjuncts)]:
+            out.add(m.text.lower())
+    return out
+
+
+def _colour_words(text: str) -> set[str]:
+    """The colour words of a text as written ("navy" stays navy: the which-program matches words)."""
+    return {w for w in _WORD.findall(text.lower()) if class_words(w).get("color")}
+
+
+def _the_fact_sentence(doc: Any, fact: SceneTuple) -> tuple[Any, Any, Any] | None:
+    """(source token, preposition or verb token, target token) of the first place the caption
+    states a relation fact in this order: the source's head, then the predicate's first word,
+    then the target's head, within one sentence."""
+    source, target = _head(fact.entity), _head(fact.target or "")
+    pred = _words(fact.predicate or "")
+    if not (source and target and pred):
+        return None
+    for sent in doc.sents:
+        toks = list(sent)
+        for i, s in enumerate(toks):
+            if singular(s.text.lower()) != source:
+                continue
+            for j in range(i + 1, min(len(toks), i + 8)):
+                if singular(toks[j].text.lower()) != pred[0] and toks[j].lemma_.lower() != pred[0]:
+                    continue
+                for k in range(j + 1, min(len(toks), j + 7)):
+                    if singular(toks[k].text.lower()) == target:
+                        return s, toks[j], toks[k]
+    return None
+
+
+def untrusted_relation(doc: Any, fact: SceneTuple) -> str | None:
+    """Why a relation fact rests on a reading of the caption a careful reader would not make."""
+    if fact.kind != "relation":
+        return None
+    target = _head(fact.target or "")
+    worn = fact.relation_type == "spatial" and (fact.predicate or "").strip() in ("in", "inside", "with", "wearing")
+    if worn and (target in CLOTHING or target.endswith(_CLOTHING_ENDS)):
+        return f"{fact.target!r} is worn, not a place"
+    if fact.relation_type == "part":
+        # "a bank of clouds", "three tiers of curved roofs": an arrangement of the things after "of".
+        for tok in _sentence_tokens(doc, _head(fact.entity)):
+            nxt = tok.nbor(1) if tok.i + 1 < len(doc) else None
+            if nxt is not None and nxt.lower_ == "of":
+                objs = [c for c in nxt.children if c.dep_ == "pobj"]
+                bare = objs and not any(c.dep_ in ("det", "poss", "nummod") for c in objs[0].children)
+                if bare and singular(objs[0].text.lower()) == target and objs[0].tag_ in ("NNS", "NNPS"):
+                    return f"'{tok.text} of {objs[0].text}' names an amount or arrangement, not a part"
+    where = _the_fact_sentence(doc, fact)
+    if where is None:
+        return None
+    source, pred, obj = where
+    for tok in (source, obj):
+        if tok.pos_ in ("VERB", "AUX") or tok.tag_.startswith("VB"):
+            return f"{tok.text!r} is a verb in the caption, not a thing"
+    if fact.relation_type != "spatial":
+        return None
+    # "in bloom", "in uniform", "on fire": a bare singular noun after the preposition is a state.
+    bare = not any(c.dep_ in ("det", "poss", "nummod", "amod", "compound") for c in obj.children)
+    if obj.tag_ == "NN" and bare and obj.head.i == pred.i and pred.dep_ == "prep":
+        return f"'{pred.text} {obj.text}' tells a state or manner, not a place"
+    governor = pred.head if pred.dep_ in ("prep", "agent") else pred
+    if governor is not None and governor.tag_ == "VBN" and governor.lemma_.lower() in _MANNER_VERBS:
+        return f"'{governor.text} {pred.text}' tells a manner or content, not a place"
+    # A nearer noun between the source and the preposition may be what the phrase places.
+    between = [t for t in source.doc[source.i + 1 : pred.i] if t.pos_ in ("NOUN", "PROPN") and t.dep_ != "compound"]
+    if between:
+        return f"'{pred.text} the {obj.text}' may place the {between[-1].text}, not the {source.text}"
+    # The source is itself the object of a preposition after a verb ("rests on the saucer to the
+    # right of the cup"): the phrase may place the verb's subject instead.
+    if source.dep_ == "pobj" and source.head.head.pos_ in ("VERB", "AUX"):
+        verb = source.head.head
+        # The verb's subject; a small parser sometimes reads it as a compound of the verb.
+        subjects = [c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")
+                    or (c.dep_ == "compound" and c.pos_ == "NOUN" and c.i < verb.i)]  # fmt: skip
+        if subjects and subjects[0].i != source.i:
+            return f"'{pred.text} the {obj.text}' may place the {subjects[0].text}, not the {source.text}"
+    return None
+
+
+def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence[str]) -> str | None:
+    """Why the answer leaves out a value or a thing the caption gives for what is asked."""
+    values = [f for f in facts if f.kind == "attribute"]
+    if kind == "which" and values:
+        word = (values[0].value or "").strip().lower()
+        named = {_head(f.entity) for f in values}
+        for head in sorted({_head(n) for n in nodes} - named):
+            if word in modifier_words(doc, head):
+                return f"the caption also calls the {head} {word}"
+        return None
+    colours = [f for f in values if f.attribute_type == "color"]
+    by_entity: dict[str, set[str]] = {}
+    for f in colours:
+        by_entity.setdefault(f.entity, set()).update(_colour_words(f.value or ""))
+    for entity, given in by_entity.items():
+        head = _head(entity)
+        if sum(_head(n) == head for n in nodes) > 1:
+            continue  # several things of that name: their colours cannot be told apart here
+        stated = {w for m in modifier_words(doc, head) for w in _colour_words(m)}
+        if stated - given:
+            return f"the caption also calls the {head} {sorted(stated - given)[0]}"
+    return None
+
+
+def given_away(kind: str, facts: Sequence[SceneTuple], question: str) -> str | None:
+    """The other end of a relation the question asks for, already named in the question."""
+    if kind not in ("where", "what_is", "activity", "multi_hop"):
+        return None
+    said = set(_words(question))
+    for f in facts:
+        if f.kind != "relation":
+            continue
+        asked, answer_end = (f.target, f.entity) if kind == "what_is" else (f.entity, f.target)
+        # The answer's end named as the question names it: all its words when the thing asked
+        # about has the same head noun ("the blue galaxy" left of "the spiral galaxy").
+        same_head = _head(answer_end or "") == _head(asked or "")
+        needed = set(name_key(answer_end or "")) - {"of"} if same_head else {_head(answer_end or "")}
+        if needed and "" not in needed and needed <= said:
+            return f"the question names {answer_end!r}, which the answer gives"
+    return None
+
+
+def gate_pair(
+    caption_doc: Any,
+    nodes: Sequence[str],
+    kind: str,
+    facts: Sequence[SceneTuple],
+    question: str,
+    answer: str,
+    neighbours: dict[str, set[str]] | None = None,
+) -> GateVerdict | None:
+    """The first gate a verified planned pair fails, or None. `caption_doc` is the caption's
+    spaCy parse (None without the parser: the grammar gates are then skipped); `neighbours`: the
+    nodes each node is related to."""
+    if kind == "absent":
+        return None
+    if _UNNATURAL.search(question.lower()):
+        return GateVerdict("unnatural", f"the question reads {_UNNATURAL.search(question.lower())[0]!r}")
+    for name in _names_asked(kind, facts):
+        why = ambiguous_name(name, nodes, f"{question} {answer}", neighbours)
+        if why:
+            return GateVerdict("ambiguous", why)
+    why = given_away(kind, facts, question)
+    if why:
+        return GateVerdict("trivial", why)
+    if caption_doc is None:
+        return None
+    for f in facts:
+        why = untrusted_relation(caption_doc, f)
+        if why:
+            return GateVerdict("untrusted", why)
+    why = incomplete(caption_doc, kind, facts, nodes)
+    if why:
+        return GateVerdict("incomplete", why)
+    return None
+
+
+def entailment_gate(
+    question: str,
+    facts: Sequence[SceneTuple],
+    answer_tuples: Sequence[SceneTuple],
+    caption_tuples: Sequence[SceneTuple],
+    judge: Any,
+) -> GateVerdict | None:
+    """The answer read as a model's response is read (its tuples extracted the same way) must
+    claim only what the caption's graph entails, and state every fact of its target: an extra
+    or unsupported claim, or a fact the reading loses, drops the pair. Strict entailment
+    (`core.strict`), so the `gold` row of the leaderboard scores what the benchmark promises."""
+    from prove_assets.core.strict import strict_score
+
+    if not answer_tuples:
+        return GateVerdict("unentailed", "no tuple could be read from the answer")
+    score = strict_score(question, facts, answer_tuples, caption_tuples, judge)
+    if score.hallucinated:
+        return GateVerdict("unentailed", f"the answer claims what the caption does not state: {score.hallucinated[0]}")
+    lost = [m["answer_tuple"] for m in score.answer_matches or [] if not m["entailed"]]
+    if lost:
+        return GateVerdict("unentailed", f"the answer, read as a response, does not state: {lost[0]}")
+    return None
+
+
+def neighbours_of(graph: Any) -> dict[str, set[str]]:
+    """Per node of a networkx graph, the nodes it is related to either way."""
+    return {str(n): {str(m) for m in (*graph.successors(n), *graph.predecessors(n))} for n in graph.nodes}
+
+
+def gate_rows(
+    rows: list[dict[str, Any]],
+    facts: Sequence[Sequence[SceneTuple] | None],
+    graphs: dict[str, Any],
+    parse: Any = None,
+) -> list[int]:
+    """Apply `gate_pair` to every verified (verdict `ok`) planned pair of `rows` in place (verdict
+    `filtered_<gate>`, reason `gate <gate>: why`); returns the indices still `ok`. `graphs`: per
+    image its SceneGraph; `parse(text)` a spaCy parse."""
+    captions = {i: g.caption for i, g in graphs.items()}
+    nodes = {i: [str(n) for n in g.nodes] for i, g in graphs.items()}
+    related = {i: neighbours_of(g) for i, g in graphs.items()}
+    still = []
+    for i, row in enumerate(rows):
+        if row["verdict"] != "ok":
+            continue
+        if facts[i] is None:
+            still.append(i)
+            continue
+        doc = parse(captions[row["image_id"]]) if parse else None
+        image = row["image_id"]
+        v = gate_pair(doc, nodes[image], row["kind"] or "", facts[i] or [], row["question"], row["answer"],
+                      related[image])  # fmt: skip
+        if v is None:
+            still.append(i)
+        else:
+            row["verdict"], row["reason"] = v.verdict, f"gate {v.gate}: {v.reason}"
+    return still

@@ -1,0 +1,123 @@
+"""The gates on verified pairs (core/construction/gates.py), on hand-written development
+sentences (written for these tests; none is from a held-out set or the sample)."""
+
+from __future__ import annotations
+
+import pytest
+
+from prove_assets.core.construction.gates import (
+    ambiguous_name,
+    gate_pair,
+    gate_rows,
+    given_away,
+    incomplete,
+    untrusted_relation,
+)
+from prove_assets.core.construction.parse_extract import available, parsed
+from prove_assets.core.scene_graph import SceneGraph
+from prove_assets.core.tuples import SceneTuple
+
+needs_parser = pytest.mark.skipif(not available(), reason="spaCy's English pipeline is not installed")
+
+
+def rel(source: str, predicate: str, target: str, typ: str = "spatial") -> SceneTuple:
+    return SceneTuple("relation", source, relation_type=typ, predicate=predicate, target=target)
+
+
+def attr(entity: str, typ: str, value: str) -> SceneTuple:
+    return SceneTuple("attribute", entity, attribute_type=typ, value=value)
+
+
+def test_a_name_several_nodes_share_is_ambiguous_unless_the_wording_tells_them_apart() -> None:
+    nodes = ["handle", "spoon handle", "cup"]
+    assert "spoon handle" in (ambiguous_name("handle", nodes, "What color is the handle? It is black.") or "")
+    # The qualified name is one thing when the wording says the qualifier.
+    assert ambiguous_name("spoon handle", nodes, "What is the spoon handle made of? Steel.") is None
+    assert "spoon" in (ambiguous_name("spoon handle", nodes, "What is the handle made of? Steel.") or "")
+    assert ambiguous_name("cup", nodes, "What color is the cup?") is None
+    # A thing related to this one and to none of the others tells them apart too.
+    related = {"handle": {"cup"}, "cup": {"handle"}, "spoon handle": set()}
+    assert ambiguous_name("handle", nodes, "What color is the handle of the cup?", related) is None
+
+
+def test_the_other_end_of_a_relation_named_in_the_question_is_given_away() -> None:
+    assert given_away("where", [rel("lamp", "on", "desk")], "Where on the desk is the lamp?")
+    assert given_away("where", [rel("lamp", "on", "desk")], "Where is the lamp?") is None
+    assert given_away("what_is", [rel("lamp", "on", "desk")], "What is on the desk?") is None
+    # Same head noun on both ends: only the whole name gives the answer away.
+    facts = [rel("small boat", "behind", "red boat")]
+    assert given_away("where", facts, "Where is the small boat?") is None
+    assert given_away("exists", facts, "Is the small boat behind the red boat?") is None
+
+
+@needs_parser
+@pytest.mark.parametrize(
+    ("caption", "fact", "why"),
+    [
+        ("A woman in a green raincoat waits at the corner.", rel("woman", "in", "raincoat"), "worn"),
+        ("A vase holds tulips in bloom on the sill.", rel("tulips", "in", "bloom"), "state"),
+        ("The crate is filled with red apples.", rel("crate", "with", "apples"), "manner or content"),
+        ("The upper floors are wrapped in red railings.", rel("floors", "wrapped in", "railings"), "manner"),
+        ("A spoon rests on the plate to the left of the glass.", rel("plate", "left of", "glass"), "spoon"),
+        ("A lamp with a white shade on the wooden desk glows.", rel("lamp", "on", "desk"), "shade"),
+        ("Two tiers of wooden benches face the stage.", rel("tiers", "part of", "benches", "part"), "arrangement"),
+    ],
+)
+def test_relations_read_against_the_grammar_are_untrusted(caption: str, fact: SceneTuple, why: str) -> None:
+    reason = untrusted_relation(parsed(caption), fact)
+    assert reason is not None and why in reason
+
+
+@needs_parser
+@pytest.mark.parametrize(
+    ("caption", "fact"),
+    [
+        ("A red cup sits on a wooden table.", rel("cup", "on", "table")),
+        ("The handle of the mug is chipped.", rel("handle", "part of", "mug", "part")),
+        ("A boy in the rowboat waves at the shore.", rel("boy", "in", "rowboat")),
+        ("Three ducks swim under the old bridge.", rel("ducks", "under", "bridge")),
+    ],
+)
+def test_relations_the_sentence_states_plainly_are_trusted(caption: str, fact: SceneTuple) -> None:
+    assert untrusted_relation(parsed(caption), fact) is None
+
+
+@needs_parser
+def test_an_answer_that_leaves_out_a_value_or_a_thing_the_caption_gives_is_incomplete() -> None:
+    doc = parsed("A red and beige rug lies on the floor beside a gray sofa.")
+    assert "red" in (incomplete(doc, "attribute", [attr("rug", "color", "beige")], ["rug", "floor", "sofa"]) or "")
+    assert incomplete(doc, "attribute", [attr("rug", "color", "red and beige")], ["rug", "floor", "sofa"]) is None
+    doc = parsed("A white cup stands on a white saucer next to a white napkin.")
+    facts = [attr("cup", "color", "white"), attr("saucer", "color", "white")]
+    assert "napkin" in (incomplete(doc, "which", facts, ["cup", "saucer", "napkin"]) or "")
+    facts.append(attr("napkin", "color", "white"))
+    assert incomplete(doc, "which", facts, ["cup", "saucer", "napkin"]) is None
+
+
+@needs_parser
+def test_gate_pair_names_the_first_gate_and_passes_a_plain_pair() -> None:
+    doc = parsed("A red cup sits on a wooden table. A cat sleeps under the table.")
+    nodes = ["cup", "table", "cat"]
+    assert gate_pair(doc, nodes, "where", [rel("cup", "on", "table")], "Where is the cup?", "It is on the table.") is None
+    unnatural = gate_pair(doc, nodes, "attribute", [attr("cat", "state", "asleep")], "What is the state of the cat?",
+                          "The cat is asleep.")  # fmt: skip
+    assert unnatural is not None and unnatural.verdict == "filtered_unnatural"
+
+
+@needs_parser
+def test_gate_rows_marks_failing_rows_and_returns_the_rest() -> None:
+    caption = "A woman in a green raincoat waits beside a red bicycle."
+    rows = [
+        {"image_id": "i", "kind": "where", "verdict": "ok", "question": "Where is the woman?",
+         "answer": "The woman is in the raincoat.", "reason": None},
+        {"image_id": "i", "kind": "attribute", "verdict": "ok", "question": "What color is the bicycle?",
+         "answer": "The bicycle is red.", "reason": None},
+        {"image_id": "i", "kind": "attribute", "verdict": "answer_mismatch", "question": "x", "answer": "y",
+         "reason": "no"},
+    ]  # fmt: skip
+    facts = [[rel("woman", "in", "raincoat")], [attr("bicycle", "color", "red")], None]
+    graph = SceneGraph.from_tuples(caption, [*facts[0], *facts[1]])
+    still = gate_rows(rows, facts, {"i": graph}, parsed)
+    assert still == [1]
+    assert rows[0]["verdict"] == "filtered_untrusted" and rows[0]["reason"].startswith("gate untrusted: ")
+    assert rows[2]["verdict"] == "answer_mismatch"
