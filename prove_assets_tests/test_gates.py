@@ -98,7 +98,8 @@ def test_an_answer_that_leaves_out_a_value_or_a_thing_the_caption_gives_is_incom
 def test_gate_pair_names_the_first_gate_and_passes_a_plain_pair() -> None:
     doc = parsed("A red cup sits on a wooden table. A cat sleeps under the table.")
     nodes = ["cup", "table", "cat"]
-    assert gate_pair(doc, nodes, "where", [rel("cup", "on", "table")], "Where is the cup?", "It is on the table.") is None
+    plain = gate_pair(doc, nodes, "where", [rel("cup", "on", "table")], "Where is the cup?", "It is on the table.")
+    assert plain is None
     unnatural = gate_pair(doc, nodes, "attribute", [attr("cat", "state", "asleep")], "What is the state of the cat?",
                           "The cat is asleep.")  # fmt: skip
     assert unnatural is not None and unnatural.verdict == "filtered_unnatural"

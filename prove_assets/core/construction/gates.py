@@ -131,8 +131,7 @@ def modifier_words(doc: Any, head: str) -> set[str]:
         mods = [c for c in tok.children if c.dep_ in ("amod", "compound", "nmod")]
         if tok.dep_ == "nsubj" and tok.head.lemma_ == "be":
             mods += [c for c in tok.head.children if c.dep_ in ("acomp", "attr")]
-        for m in [*mods, *(c for m in mods for c in m.conjuncts)]:
-            out.add(m.text.lower())
+        out |= {w.text.lower() for w in [*mods, *(c for m in mods for c in m.conjuncts)]}
     return out
 
 
