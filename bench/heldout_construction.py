@@ -28,6 +28,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 SETS = ("heldout", "heldout2")
@@ -78,14 +79,13 @@ def report(sets: list[str]) -> None:
     from prove_assets.config import warehouse_location
     from prove_assets.core.audit import audit_report, latest_marks
     from prove_assets.core.construction.generation import facts_from_json
-    from prove_assets.storage.audit import read_marks_file
     from prove_assets.storage.parquet_warehouse import open_warehouse
 
     wh = open_warehouse(warehouse_location())
     qa = wh.read("verified_qa")
     cands = wh.read("qa_candidates")
     facts = dict(zip(cands["qa_id"], cands["facts"], strict=True))
-    marks = latest_marks(pd.DataFrame(read_marks_file(MARKS)[0])) if MARKS.exists() else pd.DataFrame()
+    marks = latest_marks(read_marks()) if MARKS.exists() else pd.DataFrame()
     for name in sets:
         q = qa[qa["shard"] == f"{name}-000"]
         if q.empty:
@@ -125,11 +125,76 @@ def report(sets: list[str]) -> None:
             print(pd.crosstab(gate["verdict_now"], gate["verdict"]).to_string())
 
 
+# Verdicts of pairs that reached the gates: what an audit sheet shows, so each gate's catch of
+# wrong pairs and loss of right ones is measured on the same marks as the kept pairs.
+GATED = ("kept", "flagged", "filtered_ambiguous", "filtered_incomplete", "filtered_untrusted", "filtered_trivial",
+         "filtered_unnatural", "filtered_unentailed")  # fmt: skip
+
+
+def audit_sheet(sets: list[str], path: Path) -> None:
+    """Every pair that reached the gates, kept or not (the sheet does not say which), in a fixed
+    shuffled order, with its caption: what an auditor who never sees the pipeline marks."""
+    import hashlib
+
+    from prove_assets.config import warehouse_location
+    from prove_assets.storage.parquet_warehouse import open_warehouse
+
+    wh = open_warehouse(warehouse_location())
+    qa = wh.read("verified_qa").merge(wh.read("images")[["image_id", "caption"]], on="image_id")
+    qa = qa[qa["verdict"].isin(GATED) & qa["shard"].isin([f"{s}-000" for s in sets])]
+    marked = set(read_marks()["qa_id"]) if MARKS.exists() else set()
+    qa = qa[~qa["qa_id"].isin(marked)]
+    qa = qa.assign(_rank=qa["qa_id"].map(lambda q: hashlib.sha256(q.encode()).hexdigest())).sort_values("_rank")
+    with open(path, "w") as out:
+        for r in qa.itertuples():
+            out.write(json.dumps({"qa_id": r.qa_id, "caption": r.caption, "question": r.question,
+                                  "answer": r.answer}) + "\n")  # fmt: skip
+    print(f"wrote {len(qa)} pairs to audit to {path} ({len(marked)} already marked)")
+
+
+def read_marks() -> Any:
+    """The shipped marks (a DataFrame)."""
+    from prove_assets.storage.audit import read_marks_file
+
+    return read_marks_file(MARKS)[0]
+
+
+def add_marks(path: Path, by: str) -> None:
+    """An auditor's {"qa_id", "verdict", "note"} lines, completed from the warehouse (the pair as it
+    was shown) and appended to the shipped marks file."""
+    from datetime import UTC, datetime
+
+    from prove_assets.config import warehouse_location
+    from prove_assets.core.audit import normalise_verdict
+    from prove_assets.storage.parquet_warehouse import open_warehouse
+
+    qa = open_warehouse(warehouse_location()).read("verified_qa").set_index("qa_id")
+    now = datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds")
+    added = 0
+    with open(MARKS, "a") as out:
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            mark = json.loads(line)
+            pair = qa.loc[mark["qa_id"]]
+            out.write(json.dumps({
+                "qa_id": mark["qa_id"], "shard": pair["shard"], "image_id": pair["image_id"],
+                "generator": pair["generator"], "verdict": normalise_verdict(mark["verdict"]),
+                "note": mark.get("note") or "", "audited_by": by, "audited_at": now, "question": pair["question"],
+                "answer": pair["answer"], "program_output": pair["program_output"],
+            }) + "\n")  # fmt: skip
+            added += 1
+    print(f"added {added} marks by {by} to {MARKS}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", nargs="*", default=[s for s in SETS if (BENCH / s / "captions.jsonl").exists()])
     parser.add_argument("--report", action="store_true", help="only report the built benchmark")
     parser.add_argument("--export-ledger", action="store_true", help=f"write the live calls to {LEDGER.name}")
+    parser.add_argument("--audit-sheet", type=Path, help="write the pairs still to audit (blind) to this file")
+    parser.add_argument("--add-marks", type=Path, help=f"append an auditor's marks file to {MARKS.name}")
+    parser.add_argument("--by", default="auditor", help="with --add-marks: who marked")
     args = parser.parse_args()
     home = Path(os.environ.get("DAGSTER_HOME", "")).resolve()
     if not os.environ.get("DAGSTER_HOME") or home == (BENCH.parent / "dagster_home").resolve():
@@ -146,6 +211,12 @@ def main() -> None:
     wh = open_warehouse(warehouse_location())
     if args.export_ledger:
         print(f"wrote {export_ledger(wh, LEDGER, LLM_MODEL)} calls to {LEDGER}")
+        return
+    if args.audit_sheet:
+        audit_sheet(args.sets, args.audit_sheet)
+        return
+    if args.add_marks:
+        add_marks(args.add_marks, args.by)
         return
     if not args.report:
         from prove_assets.orchestration import get_instance, run_steps

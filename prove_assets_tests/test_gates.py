@@ -11,6 +11,7 @@ from prove_assets.core.construction.gates import (
     gate_rows,
     given_away,
     incomplete,
+    unstated_name,
     untrusted_relation,
 )
 from prove_assets.core.construction.parse_extract import available, parsed
@@ -80,6 +81,19 @@ def test_relations_read_against_the_grammar_are_untrusted(caption: str, fact: Sc
 )
 def test_relations_the_sentence_states_plainly_are_trusted(caption: str, fact: SceneTuple) -> None:
     assert untrusted_relation(parsed(caption), fact) is None
+
+
+@needs_parser
+def test_a_state_or_clothing_is_true_as_stated_but_no_place() -> None:
+    doc = parsed("A woman in a green raincoat waits at the corner.")
+    assert untrusted_relation(doc, rel("woman", "in", "raincoat"), as_place=False) is None
+
+
+def test_a_name_whose_words_no_sentence_gives_its_thing_is_unstated() -> None:
+    caption = "A bowl of lemons sits in the middle of the table. A knife lies on the left."
+    assert "left" in (unstated_name(caption, "left lemons") or "")
+    assert unstated_name(caption, "lemons") is None
+    assert unstated_name("The rim of the helmet is gold.", "helmet rim") is None
 
 
 @needs_parser

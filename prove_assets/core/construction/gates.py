@@ -34,6 +34,7 @@ from prove_assets.core.strict import class_words
 from prove_assets.core.tuples import SceneTuple
 
 _WORD = re.compile(r"[a-z0-9]+")
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 
 # Things worn: "in" one is dressed, not placed ("a woman in a red coat"). A closed class of
 # English, like the strict scorer's colours.
@@ -111,6 +112,17 @@ def ambiguous_name(
     return None
 
 
+def unstated_name(caption: str, name: str) -> str | None:
+    """Why a node's name is not the caption's: no sentence that names its head noun has all its
+    words ("the left lemons" for lemons the caption puts in the middle)."""
+    words = set(name_key(name)) - {"of"}
+    heads = [set(_words(s)) for s in _SENTENCE.split(caption) if _head(name) in set(_words(s))]
+    if heads and not any(words <= s for s in heads):
+        missing = sorted(words - set().union(*heads))
+        return f"the caption never calls the {_head(name)} {missing[0] if missing else name!r}"
+    return None
+
+
 def _names_asked(kind: str, facts: Sequence[SceneTuple]) -> list[str]:
     names = [f.entity for f in facts] + [f.target for f in facts if f.kind == "relation" and f.target]
     return list(dict.fromkeys(n for n in names if n))
@@ -162,13 +174,19 @@ def _the_fact_sentence(doc: Any, fact: SceneTuple) -> tuple[Any, Any, Any] | Non
     return None
 
 
-def untrusted_relation(doc: Any, fact: SceneTuple) -> str | None:
-    """Why a relation fact rests on a reading of the caption a careful reader would not make."""
+# Kinds that ask or answer where a thing is ("Where is X?", "What is in X?").
+PLACE_KINDS = ("where", "around", "what_is")
+
+
+def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str | None:
+    """Why a relation fact rests on a reading of the caption a careful reader would not make.
+    `as_place`: the answer gives it as where the thing is (a state, a manner or clothing is true
+    as stated, "Is the woman in a coat?", but no answer to "Where is the woman?")."""
     if fact.kind != "relation":
         return None
     target = _head(fact.target or "")
     worn = fact.relation_type == "spatial" and (fact.predicate or "").strip() in ("in", "inside", "with", "wearing")
-    if worn and (target in CLOTHING or target.endswith(_CLOTHING_ENDS)):
+    if as_place and worn and (target in CLOTHING or target.endswith(_CLOTHING_ENDS)):
         return f"{fact.target!r} is worn, not a place"
     if fact.relation_type == "part":
         # "a bank of clouds", "three tiers of curved roofs": an arrangement of the things after "of".
@@ -190,11 +208,12 @@ def untrusted_relation(doc: Any, fact: SceneTuple) -> str | None:
         return None
     # "in bloom", "in uniform", "on fire": a bare singular noun after the preposition is a state.
     bare = not any(c.dep_ in ("det", "poss", "nummod", "amod", "compound") for c in obj.children)
-    if obj.tag_ == "NN" and bare and obj.head.i == pred.i and pred.dep_ == "prep":
+    if as_place and obj.tag_ == "NN" and bare and obj.head.i == pred.i and pred.dep_ == "prep":
         return f"'{pred.text} {obj.text}' tells a state or manner, not a place"
     governor = pred.head if pred.dep_ in ("prep", "agent") else pred
-    if governor is not None and governor.tag_ == "VBN" and governor.lemma_.lower() in _MANNER_VERBS:
-        return f"'{governor.text} {pred.text}' tells a manner or content, not a place"
+    if as_place and governor.tag_ == "VBN" and governor.lemma_.lower() in _MANNER_VERBS:
+        said = governor.text if governor.i == pred.i else f"{governor.text} {pred.text}"
+        return f"'{said}' tells a manner or content, not a place"
     # A nearer noun between the source and the preposition may be what the phrase places.
     between = [t for t in source.doc[source.i + 1 : pred.i] if t.pos_ in ("NOUN", "PROPN") and t.dep_ != "compound"]
     if between:
@@ -278,8 +297,12 @@ def gate_pair(
         return GateVerdict("trivial", why)
     if caption_doc is None:
         return None
+    for name in _names_asked(kind, facts):
+        why = unstated_name(caption_doc.text, name)
+        if why:
+            return GateVerdict("untrusted", why)
     for f in facts:
-        why = untrusted_relation(caption_doc, f)
+        why = untrusted_relation(caption_doc, f, kind in PLACE_KINDS)
         if why:
             return GateVerdict("untrusted", why)
     why = incomplete(caption_doc, kind, facts, nodes)
