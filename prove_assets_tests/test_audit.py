@@ -258,3 +258,23 @@ def test_an_exported_audit_imports_into_another_warehouse_once_and_only_for_pair
     assert "recorded 0 mark(s)" in capsys.readouterr().out and len(wh.read("qa_audit_log")) == 1
     marks, problems = read_marks_file(shared)
     assert len(marks) == 2 and problems == ["marks.jsonl line 3: Expecting value: line 1 column 1 (char 0)"]
+
+
+def test_audit_report_counts_flawed_and_rates_per_question_kind():
+    marks = pd.DataFrame(
+        {
+            "qa_id": [f"q{i}" for i in range(8)],
+            "shard": ["s-000"] * 8,
+            "generator": ["targeted"] * 8,
+            "kind": ["where"] * 4 + ["which"] * 3 + [None],
+            "verdict": ["correct", "wrong", "flawed", "correct", "correct", "correct", "flawed", "correct"],
+        }
+    )
+    report = audit_report(marks).set_index(["scope", "group"])
+    assert report.loc[("all", "all"), "flawed"] == 2 and report.loc[("all", "all"), "flawed_pct"] == 25.0
+    assert (report.loc[("kind", "where"), "wrong"], report.loc[("kind", "where"), "flawed"]) == (1, 1)
+    assert report.loc[("kind", "which"), "flawed_lo"] < 33.3 < report.loc[("kind", "which"), "flawed_hi"]
+    assert report.loc[("kind", "free"), "audited"] == 1  # a pair without a kind: the paper's free generation
+    # The paper's study had no flawed label: unknown, not 0.
+    assert report.loc[("PROVE paper", "human study (794 pairs)"), "flawed_pct"] != 0
+    assert normalise_verdict("f") == "flawed" and parse_answer("f the handle could be either").action == "flawed"
