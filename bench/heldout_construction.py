@@ -79,6 +79,7 @@ def report(sets: list[str]) -> None:
     from prove_assets.config import warehouse_location
     from prove_assets.core.audit import audit_report, latest_marks
     from prove_assets.core.construction.generation import facts_from_json
+    from prove_assets.core.scoring import question_type
     from prove_assets.storage.parquet_warehouse import open_warehouse
 
     wh = open_warehouse(warehouse_location())
@@ -93,7 +94,7 @@ def report(sets: list[str]) -> None:
             continue
         kept = q[q["verdict"] == "kept"]
         images = q["image_id"].nunique()
-        kinds = kept["kind"].value_counts()
+        kinds = kept["question"].map(question_type).value_counts()
         leaks = 0
         for r in kept.itertuples():
             names = {t.entity for t in facts_from_json(facts.get(r.qa_id)) or []}
@@ -102,11 +103,12 @@ def report(sets: list[str]) -> None:
         qwords = kept["question"].map(lambda s: len(s.split())).mean()
         awords = kept["answer"].map(lambda s: len(s.split())).mean()
         print(f"\n== {name}: {images} captions, {len(q)} candidates verified, {len(kept)} kept "
-              f"({len(kept) / max(1, images):.1f} per caption), {len(kinds)} kinds (largest "
+              f"({len(kept) / max(1, images):.1f} per caption), {len(kinds)} question types (largest "
               f"{kinds.index[0] if len(kinds) else '-'} {kinds.iloc[0] / max(1, len(kept)):.0%}), complex "
               f"{(kept['complexity'] == 'complex').mean():.0%}, question {qwords:.1f} words, answer {awords:.1f}, "
               f"answer words in the question {leaks}")  # fmt: skip
-        print("kinds: " + ", ".join(f"{k} {v}" for k, v in kinds.items()))
+        print("question types: " + ", ".join(f"{k} {v}" for k, v in kinds.items()))
+        print("planned kinds: " + ", ".join(f"{k} {v}" for k, v in kept["kind"].value_counts().items()))
         verdicts = q["verdict"].value_counts()
         print("verdicts (gates): " + ", ".join(f"{k} {v}" for k, v in verdicts.items()))
         if marks.empty:
