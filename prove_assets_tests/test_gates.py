@@ -13,6 +13,7 @@ from prove_assets.core.construction.gates import (
     incomplete,
     unstated_name,
     untrusted_relation,
+    verb_name,
 )
 from prove_assets.core.construction.parse_extract import available, parsed
 from prove_assets.core.scene_graph import SceneGraph
@@ -136,3 +137,10 @@ def test_gate_rows_marks_failing_rows_and_returns_the_rest() -> None:
     assert still == [1]
     assert rows[0]["verdict"] == "filtered_untrusted" and rows[0]["reason"].startswith("gate untrusted: ")
     assert rows[2]["verdict"] == "answer_mismatch"
+
+
+@needs_parser
+def test_a_name_the_caption_uses_only_as_a_verb_is_no_thing() -> None:
+    doc = parsed("A small window on the right lets in soft light. The lamp shines on the desk.")
+    assert "verb" in (verb_name(doc, "lets") or "") and "verb" in (verb_name(doc, "shines") or "")
+    assert verb_name(doc, "window") is None and verb_name(doc, "lamp") is None

@@ -123,6 +123,28 @@ def unstated_name(caption: str, name: str) -> str | None:
     return None
 
 
+def verb_name(doc: Any, name: str) -> str | None:
+    """Why a node's name is no thing: the caption uses its head word only as a verb ("the
+    lamp shines", "a window lets in light")."""
+    head = _head(name)
+    uses = [t for t in doc if t.text.lower() == head or singular(t.text.lower()) == head]
+    if uses and all(t.pos_ in ("VERB", "AUX") or _verb_read_as_noun(t) for t in uses):
+        return f"the caption uses {uses[0].text!r} only as a verb, not a thing"
+    return None
+
+
+def _verb_read_as_noun(tok: Any) -> bool:
+    """A sentence has a verb: in one the small tagger left without any, an -s word followed by
+    a preposition is it ("a window on the right lets in light")."""
+    nxt = tok.doc[tok.i + 1] if tok.i + 1 < len(tok.doc) else None
+    return (
+        tok.tag_ == "NNS"
+        and nxt is not None
+        and nxt.pos_ in ("ADP", "PART")
+        and not any(t.pos_ in ("VERB", "AUX") for t in tok.sent)
+    )
+
+
 def _names_asked(kind: str, facts: Sequence[SceneTuple]) -> list[str]:
     names = [f.entity for f in facts] + [f.target for f in facts if f.kind == "relation" and f.target]
     return list(dict.fromkeys(n for n in names if n))
@@ -298,7 +320,7 @@ def gate_pair(
     if caption_doc is None:
         return None
     for name in _names_asked(kind, facts):
-        why = unstated_name(caption_doc.text, name)
+        why = unstated_name(caption_doc.text, name) or verb_name(caption_doc, name)
         if why:
             return GateVerdict("untrusted", why)
     for f in facts:
