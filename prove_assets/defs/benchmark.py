@@ -37,7 +37,7 @@ from prove_assets.core.datasets import Record, inspect_image, load_registry, par
 from prove_assets.core.evaluators import OBJECT_SYNONYMS
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.core.strict import StrictEntailment
+from prove_assets.core.strict import StrictEntailment, strict_scorer_version
 from prove_assets.core.tuples import TUPLES_JSON_SCHEMA, SceneTuple, caption_chunks, parse_tuples, tuples_from_rows
 from prove_assets.defs.common import markdown_table, write_partition
 from prove_assets.defs.partitions import shard_partitions
@@ -497,11 +497,15 @@ def repair_request(row: dict[str, Any], candidate: dict[str, Any], target_facts:
     deps=[qa_candidates, scene_graphs, caption_tuples, qa_flags],
     # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(
-        ["filter_qa", "repair_wording", "repair_program"],
+        # extract_tuples: the answer-entailment gate reads each answer as a response is read.
+        ["filter_qa", "repair_wording", "repair_program", "extract_tuples"],
         answer_match_threshold=ANSWER_MATCH_THRESHOLD,
         complexity_nodes=COMPLEX_NODES,
         qa_filter=QA_FILTER,
         verifier=construction_version(),
+        canonical=canonical_version(),
+        parser=parser_version(),
+        strict=strict_scorer_version(),
     ),
     kinds={"duckdb", "python"},
 )
@@ -516,7 +520,10 @@ def verified_qa(
     only if the program runs, says something (no `unknown`, no empty slot), and its output agrees
     with the answer (similarity, and for planned targets every fact stated, same yes/no). A pair
     that fails gets one repair request (reworded, or a new program for free generation) and is
-    verified again. Survivors pass the post-processing filter (`PROVE_QA_FILTER`: `llm` asks the
+    verified again. Verified planned pairs then pass the gates (core/construction/gates.py): one
+    referent per name, relations and names the caption's grammar supports, complete answers,
+    nothing given away, natural wording, and the answer read as a response is read entailed by
+    the caption and covering its facts. Survivors pass the post-processing filter (`PROVE_QA_FILTER`: `llm` asks the
     LLM whether each is trivial / incomplete / unnatural, supplement fig. 5; `rules`, the default
     with the embedded model, keeps the deterministic checks above). The size of the visited
     subgraph splits kept pairs into simple (<= 3 nodes) and complex. The benchmark is the rows with
