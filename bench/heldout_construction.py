@@ -15,9 +15,13 @@ its own; the sample's ledger never grows from here:
     DAGSTER_HOME=/tmp/heldout-home python bench/heldout_construction.py --export-ledger
     DAGSTER_HOME=/tmp/heldout-home python bench/heldout_construction.py --report   # no build
 
-Audit: `prove-assets audit --list --all` / `--mark QA_ID VERDICT` / `--export` under the same
-DAGSTER_HOME and PROVE_DATASETS (this script prints both); the marks ship in
-`bench/heldout_audit.jsonl`.
+Audit: `--audit-sheet FILE` writes every pair that reached the gates, kept or not and without
+saying which, with its caption, for an auditor who never sees the pipeline; `--add-marks FILE
+--by NAME` adds their {"qa_id", "verdict", "note"} lines to the marks that ship in
+`bench/heldout_audit.jsonl` (`--marks` for another file, e.g. the sample's with `--sets sample`
+and the project's DAGSTER_HOME: only building refuses it). `prove-assets audit --import` of that
+file under the same DAGSTER_HOME and PROVE_DATASETS (this script prints both) records the kept
+pairs' marks, and `prove-assets audit --report` gives their rates per question kind.
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ def given_away(question: str, answer: str, names: set[str]) -> list[str]:
     return sorted((words(answer) & words(question)) - asked - function)
 
 
-def report(sets: list[str]) -> None:
+def report(sets: list[str], marks_file: Path) -> None:
     import pandas as pd
 
     from prove_assets.config import warehouse_location
@@ -86,7 +90,7 @@ def report(sets: list[str]) -> None:
     qa = wh.read("verified_qa")
     cands = wh.read("qa_candidates")
     facts = dict(zip(cands["qa_id"], cands["facts"], strict=True))
-    marks = latest_marks(read_marks()) if MARKS.exists() else pd.DataFrame()
+    marks = latest_marks(read_marks(marks_file)) if marks_file.exists() else pd.DataFrame()
     for name in sets:
         q = qa[qa["shard"] == f"{name}-000"]
         if q.empty:
@@ -133,7 +137,7 @@ GATED = ("kept", "flagged", "filtered_ambiguous", "filtered_incomplete", "filter
          "filtered_unnatural", "filtered_unentailed")  # fmt: skip
 
 
-def audit_sheet(sets: list[str], path: Path) -> None:
+def audit_sheet(sets: list[str], path: Path, marks: Path) -> None:
     """Every pair that reached the gates, kept or not (the sheet does not say which), in a fixed
     shuffled order, with its caption: what an auditor who never sees the pipeline marks."""
     import hashlib
@@ -144,7 +148,7 @@ def audit_sheet(sets: list[str], path: Path) -> None:
     wh = open_warehouse(warehouse_location())
     qa = wh.read("verified_qa").merge(wh.read("images")[["image_id", "caption"]], on="image_id")
     qa = qa[qa["verdict"].isin(GATED) & qa["shard"].isin([f"{s}-000" for s in sets])]
-    marked = set(read_marks()["qa_id"]) if MARKS.exists() else set()
+    marked = set(read_marks(marks)["qa_id"]) if marks.exists() else set()
     qa = qa[~qa["qa_id"].isin(marked)]
     qa = qa.assign(_rank=qa["qa_id"].map(lambda q: hashlib.sha256(q.encode()).hexdigest())).sort_values("_rank")
     with open(path, "w") as out:
@@ -154,14 +158,14 @@ def audit_sheet(sets: list[str], path: Path) -> None:
     print(f"wrote {len(qa)} pairs to audit to {path} ({len(marked)} already marked)")
 
 
-def read_marks() -> Any:
-    """The shipped marks (a DataFrame)."""
+def read_marks(path: Path) -> Any:
+    """The marks of a shipped marks file (a DataFrame)."""
     from prove_assets.storage.audit import read_marks_file
 
-    return read_marks_file(MARKS)[0]
+    return read_marks_file(path)[0]
 
 
-def add_marks(path: Path, by: str) -> None:
+def add_marks(path: Path, by: str, marks: Path) -> None:
     """An auditor's {"qa_id", "verdict", "note"} lines, completed from the warehouse (the pair as it
     was shown) and appended to the shipped marks file."""
     from datetime import UTC, datetime
@@ -173,7 +177,7 @@ def add_marks(path: Path, by: str) -> None:
     qa = open_warehouse(warehouse_location()).read("verified_qa").set_index("qa_id")
     now = datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds")
     added = 0
-    with open(MARKS, "a") as out:
+    with open(marks, "a") as out:
         for line in path.read_text().splitlines():
             if not line.strip():
                 continue
@@ -186,7 +190,7 @@ def add_marks(path: Path, by: str) -> None:
                 "answer": pair["answer"], "program_output": pair["program_output"],
             }) + "\n")  # fmt: skip
             added += 1
-    print(f"added {added} marks by {by} to {MARKS}")
+    print(f"added {added} marks by {by} to {marks}")
 
 
 def main() -> None:
@@ -195,15 +199,18 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="only report the built benchmark")
     parser.add_argument("--export-ledger", action="store_true", help=f"write the live calls to {LEDGER.name}")
     parser.add_argument("--audit-sheet", type=Path, help="write the pairs still to audit (blind) to this file")
-    parser.add_argument("--add-marks", type=Path, help=f"append an auditor's marks file to {MARKS.name}")
+    parser.add_argument("--add-marks", type=Path, help="append an auditor's marks file to the marks file")
     parser.add_argument("--by", default="auditor", help="with --add-marks: who marked")
+    parser.add_argument("--marks", type=Path, default=MARKS, help=f"the marks file (default {MARKS.name})")
     args = parser.parse_args()
+    build = not (args.report or args.export_ledger or args.audit_sheet or args.add_marks)
     home = Path(os.environ.get("DAGSTER_HOME", "")).resolve()
-    if not os.environ.get("DAGSTER_HOME") or home == (BENCH.parent / "dagster_home").resolve():
+    if build and (not os.environ.get("DAGSTER_HOME") or home == (BENCH.parent / "dagster_home").resolve()):
         sys.exit("set DAGSTER_HOME to a folder of its own: the sample's recorded ledger must not grow from here")
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["PROVE_DATASETS"] = str(prepare(home, args.sets))
-    print(f"export DAGSTER_HOME={home} PROVE_DATASETS={os.environ['PROVE_DATASETS']}  # for prove-assets audit")
+    if all((BENCH / s / "captions.jsonl").exists() for s in args.sets):
+        home.mkdir(parents=True, exist_ok=True)
+        os.environ["PROVE_DATASETS"] = str(prepare(home, args.sets))
+        print(f"export DAGSTER_HOME={home} PROVE_DATASETS={os.environ['PROVE_DATASETS']}  # for prove-assets audit")
 
     from prove_assets.backends.llm import export_ledger, import_ledger
     from prove_assets.config import warehouse_location
@@ -215,12 +222,12 @@ def main() -> None:
         print(f"wrote {export_ledger(wh, LEDGER, LLM_MODEL)} calls to {LEDGER}")
         return
     if args.audit_sheet:
-        audit_sheet(args.sets, args.audit_sheet)
+        audit_sheet(args.sets, args.audit_sheet, args.marks)
         return
     if args.add_marks:
-        add_marks(args.add_marks, args.by)
+        add_marks(args.add_marks, args.by, args.marks)
         return
-    if not args.report:
+    if build:
         from prove_assets.orchestration import get_instance, run_steps
 
         if LEDGER.exists():
@@ -230,7 +237,7 @@ def main() -> None:
 
         register_partitions(instance)
         run_steps(instance, [("build_benchmark", f"{s}-000") for s in args.sets], "WARNING")
-    report(args.sets)
+    report(args.sets, args.marks)
 
 
 if __name__ == "__main__":
