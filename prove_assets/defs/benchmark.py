@@ -638,7 +638,8 @@ def gate_verified(
     extraction per pair, the request the `gold` model's response_tuples sends later)."""
     sgs = {image: SceneGraph.from_json(g) for image, g in graphs.items()}
     todo = gate_rows(rows, facts, sgs, parsed if parser_enabled() else None)
-    todo = [i for i in todo if facts[i] is not None]
+    # An absent-object pair states no fact ("No, there is no kite"): nothing for a reading to entail.
+    todo = [i for i in todo if facts[i]]
     texts = [rows[i]["answer"] for i in todo]
     with llm.gateway(wh, context) as gw:
         results = gw.run([tuples_request(t) for t in texts], progress_logger(context, "answers read"))

@@ -15,8 +15,8 @@ CAPTION_CHUNK_WORDS = int(os.environ.get("PROVE_CAPTION_CHUNK_WORDS", "30"))
 # (the system plans targets, compiles their programs, the model words them) or `free` (the paper's).
 QA_GENERATOR = os.environ.get("PROVE_QA_GENERATOR", "targeted")
 # Targets planned per image (targeted): more than are kept, since the gates on verified pairs
-# (core/construction/gates.py) drop about a third of them.
-QA_TARGETS = int(os.environ.get("PROVE_QA_TARGETS", "16"))
+# (core/construction/gates.py) drop about a third of them, and a small graph has fewer.
+QA_TARGETS = int(os.environ.get("PROVE_QA_TARGETS", "24"))
 # PROVE's post-processing filter (trivial / incomplete / unnatural): `llm` asks the LLM about each
 # verified pair (supplement fig. 5); `rules` keeps the deterministic checks only (the question does not
 # state its answer, the answer states every fact). Default `rules` with the embedded 1.5B model: it

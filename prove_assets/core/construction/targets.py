@@ -79,7 +79,8 @@ INSTRUCTIONS = {
     "where": "Ask where the {entity} is.",
     "what_is": "Ask which things are {predicate} the {target}.",
     "describe": "Ask the reader to describe the {entity}.",
-    "multi_hop": "Ask about the {type} of the thing the {entity} is {predicate}, without naming that thing.",
+    "multi_hop": 'Ask about the {type} of the thing the {entity} is {predicate}: call it "the thing the {entity} is '
+    '{predicate}" and never say "{target}" in the question.',
     "count": "Ask how many {entity} there are.",
     "text": "Ask what the {entity} says or reads.",
     "compare": "Ask whether the {entity} and the {other} have the same {type}.",
@@ -512,6 +513,7 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
                     entity=r.entity,
                     predicate=r.predicate or "",
                     type=typ,
+                    target=r.target or "",
                 )
     for entity in sg.nodes:
         near = [r for r in all_rels if entity in (r.entity, r.target) and r.relation_type in ("spatial", "part")]
