@@ -11,6 +11,7 @@ from prove_assets.core.construction.gates import (
     gate_rows,
     given_away,
     incomplete,
+    trivial,
     unstated_name,
     untrusted_relation,
     verb_name,
@@ -144,3 +145,33 @@ def test_a_name_the_caption_uses_only_as_a_verb_is_no_thing() -> None:
     doc = parsed("A small window on the right lets in soft light. The lamp shines on the desk.")
     assert "verb" in (verb_name(doc, "lets") or "") and "verb" in (verb_name(doc, "shines") or "")
     assert verb_name(doc, "window") is None and verb_name(doc, "lamp") is None
+
+
+@needs_parser
+def test_several_things_of_a_bare_name_and_colours_the_tagger_misreads() -> None:
+    doc = parsed("Three lamps on poles glow yellow. A thin white pole rises on the left tower.")
+    nodes = ["pole", "lamps", "tower"]
+    pair = gate_pair(doc, nodes, "attribute", [attr("pole", "color", "white")], "What color is the pole?",
+                     "The pole is white.")  # fmt: skip
+    assert pair is not None and pair.verdict == "filtered_ambiguous"
+    doc = parsed("A vase stands against a background of teal and deep green leaves.")
+    assert "teal" in (incomplete(doc, "attribute", [attr("leaves", "color", "deep green")], ["vase", "leaves"]) or "")
+
+
+@needs_parser
+def test_a_description_leaves_out_nothing_the_caption_says_of_the_thing() -> None:
+    doc = parsed("The cat's pupils are dark, narrow and oval.")
+    facts = [attr("pupils", "color", "dark"), attr("pupils", "shape", "narrow")]
+    assert "oval" in (incomplete(doc, "describe", facts, ["pupils", "cat"]) or "")
+    facts.append(attr("pupils", "shape", "oval"))
+    assert incomplete(doc, "describe", facts, ["pupils", "cat"]) is None
+
+
+def test_answers_their_own_names_give_are_trivial() -> None:
+    part = [rel("helmet rim", "part of", "helmet", "part")]
+    assert "names what it is part of" in (trivial("what_is", part, set()) or "")
+    spiral = [attr("spiral galaxy", "shape", "spiral"), attr("glow", "shape", "spiral")]
+    assert trivial("which", spiral, set()) is not None
+    compared = [attr("body", "color", "white"), attr("rocket", "color", "white")]
+    assert trivial("compare", compared, {("body", "rocket")}) is not None
+    assert trivial("compare", compared, set()) is None

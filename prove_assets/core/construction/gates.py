@@ -59,7 +59,10 @@ _UNNATURAL = re.compile(
     r"|\bwhat (?:is|are) the (?:state|activity)\b"
     r"|\bthings? (?:from|of|is|are) the\b(?! picture| photo| image)"
     r"|\bwhat part of (?:the|a|an) \w+(?: \w+)? is (?:this|that|it)\b"
+    r"|\bhow (?:does|do) .* look like\b"
 )
+# Values that say a thing is there, not what it is like ("The button is gold and visible").
+_NO_DESCRIPTION = {"visible", "shown", "seen", "present", "pictured", "depicted", "there"}
 
 
 @dataclass(frozen=True)
@@ -157,16 +160,64 @@ def _sentence_tokens(doc: Any, head: str) -> list[Any]:
 
 def modifier_words(doc: Any, head: str) -> set[str]:
     """Words the caption describes a noun with: its adjectives and modifiers and their conjuncts
-    ("a red and beige rug"), and "the rug is red" predicates."""
-    out: set[str] = set()
+    ("a red and beige rug"), colours of its "in" phrase, and what its verb says it is ("the rug
+    is red")."""
+    return {t.text.lower() for t in _modifiers(doc, head)}
+
+
+def _modifiers(doc: Any, head: str) -> list[Any]:
+    out: list[Any] = []
     for tok in _sentence_tokens(doc, head):
         if tok.pos_ not in ("NOUN", "PROPN"):
             continue
         mods = [c for c in tok.children if c.dep_ in ("amod", "compound", "nmod")]
-        if tok.dep_ == "nsubj" and tok.head.lemma_ == "be":
-            mods += [c for c in tok.head.children if c.dep_ in ("acomp", "attr")]
-        out |= {w.text.lower() for w in [*mods, *(c for m in mods for c in m.conjuncts)]}
+        # "ribbons in red, blue and white": the colours of a noun's "in" phrase.
+        mods += [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "in" for o in c.children
+                 if o.dep_ == "pobj" and _colour_words(o.text)]  # fmt: skip
+        # "teal and deep green leaves" read as two nouns: a colour conjunct is the noun's colour.
+        mods += [c for c in tok.conjuncts if _colour_words(c.text)]
+        # "the rug is red", "lamps glow a bright yellow-white": what the noun's verb says it is.
+        if tok.dep_ in ("nsubj", "nsubjpass"):
+            mods += [c for c in tok.head.children if c.dep_ in ("acomp", "attr", "oprd", "dobj", "npadvmod")
+                     and (tok.head.lemma_ == "be" or _colour_words(c.text))]  # fmt: skip
+        mods += [c for m in mods for c in m.conjuncts]
+        # "dark, narrow and oval": a grading word the parser hung on the next adjective.
+        mods += [c for m in mods for c in m.children if c.dep_ == "amod"]
+        out += mods
     return out
+
+
+def _adjectives_of(doc: Any, head: str) -> set[str]:
+    """The descriptive words the caption gives a noun: its modifiers less the nouns that name a
+    kind of it ("compound"), position and relational words."""
+    from prove_assets.core.construction.parse_extract import NON_DESCRIPTIVE
+
+    words = {t.text.lower() for t in _modifiers(doc, head) if t.dep_ not in ("compound", "nmod", "pobj", "dobj")}
+    return words - NON_DESCRIPTIVE - _POSITION
+
+
+_POSITION = {"left", "right", "upper", "lower", "top", "bottom", "front", "back", "middle", "center", "central",
+             "near", "far", "inner", "outer", "main", "single", "second", "first"}  # fmt: skip
+
+
+def _has_word(modifier: str, word: str) -> bool:
+    """A modifier says `word`: itself, a part of a hyphenated colour ("yellow-white"), or its
+    "-ish" form ("whitish")."""
+    parts = re.split(r"[-\s]+", modifier)
+    return word in parts or any(p in (word + "ish", word[:-1] + "ish") for p in parts)
+
+
+def _several_in_caption(doc: Any, name: str) -> bool:
+    """A bare singular name ("pole") whose head the caption also uses in the plural without a
+    definite article ("lamps on poles"): the caption has several such things, the name one."""
+    head = _head(name)
+    if len(name_key(name)) != 1 or name.split()[-1].lower() != head:
+        return False
+    return any(
+        t.tag_ in ("NNS", "NNPS")
+        and not any(c.dep_ == "det" and c.lower_ in ("the", "its", "their") for c in t.children)
+        for t in _sentence_tokens(doc, head)
+    )
 
 
 def _colour_words(text: str) -> set[str]:
@@ -196,8 +247,8 @@ def _the_fact_sentence(doc: Any, fact: SceneTuple) -> tuple[Any, Any, Any] | Non
     return None
 
 
-# Kinds that ask or answer where a thing is ("Where is X?", "What is in X?").
-PLACE_KINDS = ("where", "around", "what_is")
+# Kinds that ask or answer where a thing is ("Where is X?", "What is in X?", "Is there an X in Y?").
+PLACE_KINDS = ("where", "around", "what_is", "exists")
 
 
 def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str | None:
@@ -258,10 +309,27 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
     if kind == "which" and values:
         word = (values[0].value or "").strip().lower()
         named = {_head(f.entity) for f in values}
-        for head in sorted({_head(n) for n in nodes} - named):
-            if word in modifier_words(doc, head):
+        # Nouns of things: a colour the tagger read as a noun ("glossy dark red") is none.
+        nouns = {singular(t.text.lower()) for t in doc if t.pos_ in ("NOUN", "PROPN") and not _colour_words(t.text)}
+        for head in sorted(nouns - named):
+            if any(_has_word(m, word) for m in modifier_words(doc, head)):
                 return f"the caption also calls the {head} {word}"
         return None
+    relations = [f for f in facts if f.kind == "relation"]
+    if kind == "what_is" and relations:
+        named = {_head(f.entity) for f in relations}
+        for other in _placed_by(doc, relations[0]) - named:
+            return f"the caption also puts the {other} {relations[0].predicate} the {_head(relations[0].target or '')}"
+        return None
+    # "What does X look like?" and "Describe X" ask for all of it: every adjective the caption
+    # gives X ("dark, vertical and oval pupils") must be in the answer.
+    looks = [f for f in values if kind == "describe" or f.attribute_type in ("state", "texture")]
+    if looks and len({f.entity for f in looks}) == 1:
+        head = _head(looks[0].entity)
+        given = {w for f in values for w in _words(f.value or "")}
+        said = {m for m in _adjectives_of(doc, head) if singular(m) not in given and m not in _NO_DESCRIPTION}
+        if said and sum(_head(n) == head for n in nodes) == 1:
+            return f"the caption also calls the {head} {sorted(said)[0]}"
     colours = [f for f in values if f.attribute_type == "color"]
     by_entity: dict[str, set[str]] = {}
     for f in colours:
@@ -273,6 +341,47 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
         stated = {w for m in modifier_words(doc, head) for w in _colour_words(m)}
         if stated - given:
             return f"the caption also calls the {head} {sorted(stated - given)[0]}"
+    return None
+
+
+def _placed_by(doc: Any, fact: SceneTuple) -> set[str]:
+    """Head nouns of every thing the caption places by this fact's predicate and target ("a
+    patch on the suit", "a strap runs on the suit"): the noun the phrase follows, or its verb's
+    subject."""
+    pred = _words(fact.predicate or "")
+    target = _head(fact.target or "")
+    out: set[str] = set()
+    for tok in _sentence_tokens(doc, target):
+        prep = tok.head if tok.dep_ == "pobj" else None
+        if prep is None or not pred or prep.lower_ != pred[-1] and prep.lower_ != pred[0]:
+            continue
+        holder = prep.head
+        if holder.pos_ in ("VERB", "AUX"):
+            holder = next((c for c in holder.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+        if holder is not None and holder.pos_ in ("NOUN", "PROPN"):
+            out.add(singular(holder.text.lower()))
+    return out
+
+
+def trivial(kind: str, facts: Sequence[SceneTuple], graph_parts: set[tuple[str, str]]) -> str | None:
+    """A pair whose answer its own names give: a part named by its whole asked what it is part of
+    ("The rim of the helmet is part of the helmet"), a "which things are spiral?" answered with
+    a "spiral galaxy", two things compared where one is part of the other."""
+    for f in facts:
+        if (
+            f.kind == "relation"
+            and f.relation_type == "part"
+            and set(name_key(f.target or "")) <= set(name_key(f.entity))
+        ):
+            return f"{f.entity!r} names what it is part of"
+    if kind == "which":
+        for f in facts:
+            if f.kind == "attribute" and (f.value or "").strip().lower() in name_key(f.entity):
+                return f"{f.entity!r} is named by the value asked"
+    if kind == "compare":
+        things = sorted({f.entity for f in facts})
+        if len(things) == 2 and ((things[0], things[1]) in graph_parts or (things[1], things[0]) in graph_parts):
+            return f"one of {things[0]!r} and {things[1]!r} is part of the other"
     return None
 
 
@@ -302,10 +411,11 @@ def gate_pair(
     question: str,
     answer: str,
     neighbours: dict[str, set[str]] | None = None,
+    parts: set[tuple[str, str]] | None = None,
 ) -> GateVerdict | None:
     """The first gate a verified planned pair fails, or None. `caption_doc` is the caption's
     spaCy parse (None without the parser: the grammar gates are then skipped); `neighbours`: the
-    nodes each node is related to."""
+    nodes each node is related to; `parts`: (part, whole) pairs of the graph."""
     if kind == "absent":
         return None
     if _UNNATURAL.search(question.lower()):
@@ -314,11 +424,16 @@ def gate_pair(
         why = ambiguous_name(name, nodes, f"{question} {answer}", neighbours)
         if why:
             return GateVerdict("ambiguous", why)
-    why = given_away(kind, facts, question)
+    if kind in ("attribute", "describe") and set(_words(answer)) & _NO_DESCRIPTION:
+        return GateVerdict("unnatural", "the answer says the thing is there, not what it is like")
+    why = given_away(kind, facts, question) or trivial(kind, facts, parts or set())
     if why:
         return GateVerdict("trivial", why)
     if caption_doc is None:
         return None
+    for name in _names_asked(kind, facts):
+        if sum(_head(n) == _head(name) for n in nodes) == 1 and _several_in_caption(caption_doc, name):
+            return GateVerdict("ambiguous", f"the caption describes more than one {_head(name)}, the graph one")
     for name in _names_asked(kind, facts):
         why = unstated_name(caption_doc.text, name) or verb_name(caption_doc, name)
         if why:
@@ -362,6 +477,16 @@ def neighbours_of(graph: Any) -> dict[str, set[str]]:
     return {str(n): {str(m) for m in (*graph.successors(n), *graph.predecessors(n))} for n in graph.nodes}
 
 
+def part_pairs(sg_dict: dict[str, Any]) -> set[tuple[str, str]]:
+    """(part, whole) of every part relation of a scene-graph dict."""
+    return {
+        (entity, whole)
+        for entity, data in sg_dict.items()
+        for whole, rels in (data.get("relations_to") or {}).items()
+        if "part" in rels
+    }
+
+
 def gate_rows(
     rows: list[dict[str, Any]],
     facts: Sequence[Sequence[SceneTuple] | None],
@@ -374,6 +499,7 @@ def gate_rows(
     captions = {i: g.caption for i, g in graphs.items()}
     nodes = {i: [str(n) for n in g.nodes] for i, g in graphs.items()}
     related = {i: neighbours_of(g) for i, g in graphs.items()}
+    parts = {i: part_pairs(g.sg_dict) for i, g in graphs.items()}
     still = []
     for i, row in enumerate(rows):
         if row["verdict"] != "ok":
@@ -384,7 +510,7 @@ def gate_rows(
         doc = parse(captions[row["image_id"]]) if parse else None
         image = row["image_id"]
         v = gate_pair(doc, nodes[image], row["kind"] or "", facts[i] or [], row["question"], row["answer"],
-                      related[image])  # fmt: skip
+                      related[image], parts[image])  # fmt: skip
         if v is None:
             still.append(i)
         else:
