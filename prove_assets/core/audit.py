@@ -166,4 +166,6 @@ def audit_report(latest: pd.DataFrame) -> pd.DataFrame:
     paper = _rates("PROVE paper", "human study (794 pairs)", study)
     # The paper's study had no such label: unknown, not zero.
     rows.append({**paper, **dict.fromkeys(("flawed", "flawed_pct", "flawed_lo", "flawed_hi"), float("nan"))})
-    return pd.DataFrame(rows, columns=list(REPORT_COLUMNS))
+    report = pd.DataFrame(rows, columns=list(REPORT_COLUMNS))
+    counts = ["audited", "correct", *FLAGGING_VERDICTS]
+    return report.astype(dict.fromkeys(counts, "Int64"))  # counts stay whole beside the paper's unknown
