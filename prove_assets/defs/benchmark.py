@@ -522,9 +522,10 @@ def verified_qa(
     that fails gets one repair request (reworded, or a new program for free generation) and is
     verified again. Verified planned pairs then pass the gates (core/construction/gates.py): one
     referent per name, relations and names the caption's grammar supports, complete answers,
-    nothing given away, natural wording, and the answer read as a response is read entailed by
-    the caption and covering its facts. Survivors pass the post-processing filter (`PROVE_QA_FILTER`: `llm` asks the
-    LLM whether each is trivial / incomplete / unnatural, supplement fig. 5; `rules`, the default
+    nothing given away, natural wording, and the answer, read as a response is read, entailed by
+    the caption and covering its facts. Survivors pass the post-processing filter
+    (`PROVE_QA_FILTER`: `llm` asks the LLM whether each is trivial / incomplete / unnatural,
+    supplement fig. 5; `rules`, the default
     with the embedded model, keeps the deterministic checks above). The size of the visited
     subgraph splits kept pairs into simple (<= 3 nodes) and complex. The benchmark is the rows with
     verdict `kept`."""
@@ -648,11 +649,13 @@ def gate_verified(
     answers = tuples_by(extract_tuple_rows(results, keys, ["qa_id", "image_id"], texts)[0], "qa_id")
     caption = tuples_by(wh.read("caption_tuples", {"shard": context.partition_key}), "image_id")
     judge = StrictEntailment(embedder)
-    for i in todo:
+    for i, result in zip(todo, results, strict=True):
         row = rows[i]
         v = entailment_gate(row["question"], facts[i] or [], answers.get(row["qa_id"], []),
                             caption.get(row["image_id"], []), judge)  # fmt: skip
-        if v is not None:
+        if result.error:  # the request failed: say so, not that the answer said nothing
+            row["verdict"], row["reason"] = "filtered_unentailed", f"gate unentailed: reading failed: {result.error}"
+        elif v is not None:
             row["verdict"], row["reason"] = v.verdict, f"gate {v.gate}: {v.reason}"
     return sent, cached
 
