@@ -175,3 +175,23 @@ def test_answers_their_own_names_give_are_trivial() -> None:
     compared = [attr("body", "color", "white"), attr("rocket", "color", "white")]
     assert trivial("compare", compared, {("body", "rocket")}) is not None
     assert trivial("compare", compared, set()) is None
+
+
+def test_the_answer_read_as_a_response_must_be_the_captions_and_cover_its_facts() -> None:
+    from prove_assets.core.construction.gates import entailment_gate
+    from prove_assets.core.scoring import SentenceEmbedder
+    from prove_assets.core.strict import StrictEntailment
+
+    judge = StrictEntailment(SentenceEmbedder())
+    caption = [SceneTuple("entity", "cup"), SceneTuple("entity", "table"), attr("cup", "color", "red"),
+               rel("cup", "on", "table")]  # fmt: skip
+    facts = [attr("cup", "color", "red")]
+    question = "What color is the cup?"
+    assert entailment_gate(question, facts, [SceneTuple("entity", "cup"), attr("cup", "color", "red")], caption,
+                           judge) is None  # fmt: skip
+    extra = entailment_gate(question, facts, [attr("cup", "color", "red"), attr("cup", "material", "glass")],
+                            caption, judge)  # fmt: skip
+    assert extra is not None and "does not state: cup is glass" in extra.reason
+    lost = entailment_gate(question, facts, [SceneTuple("entity", "cup")], caption, judge)
+    assert lost is not None and "does not state: cup is red" in lost.reason
+    assert entailment_gate(question, facts, [], caption, judge).verdict == "filtered_unentailed"
