@@ -27,6 +27,7 @@ pairs' marks, and `prove-assets audit --report` gives their rates per question k
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -213,13 +214,21 @@ def main() -> None:
         print(f"export DAGSTER_HOME={home} PROVE_DATASETS={os.environ['PROVE_DATASETS']}  # for prove-assets audit")
 
     from prove_assets.backends.llm import export_ledger, import_ledger
-    from prove_assets.config import warehouse_location
+    from prove_assets.config import LEDGER_PATH, warehouse_location
     from prove_assets.defs.settings import LLM_MODEL
     from prove_assets.storage.parquet_warehouse import open_warehouse
 
     wh = open_warehouse(warehouse_location())
     if args.export_ledger:
-        print(f"wrote {export_ledger(wh, LEDGER, LLM_MODEL)} calls to {LEDGER}")
+        export_ledger(wh, LEDGER, LLM_MODEL)
+        # Only the held-out calls: the sample's recorded ones (loaded by the gateway) ship in its own ledger.
+        with gzip.open(LEDGER_PATH, "rt") as recorded:
+            sample = {json.loads(line)["call_id"] for line in recorded}
+        with gzip.open(LEDGER, "rt") as exported:
+            calls = [line for line in exported if json.loads(line)["call_id"] not in sample]
+        with gzip.open(LEDGER, "wt") as out:
+            out.writelines(calls)
+        print(f"wrote {len(calls)} calls to {LEDGER}")
         return
     if args.audit_sheet:
         audit_sheet(args.sets, args.audit_sheet, args.marks)
