@@ -273,7 +273,8 @@ class Planner:
         # The answer-entailment gate reads each verified planned answer once (the request the `gold`
         # model's response_tuples sends later): those that reached it last time, when settled.
         if stable and len(qa):
-            read = qa[qa["verdict"].isin(["kept", "filtered_unentailed", "flagged"]) & (qa["generator"] == "targeted")]
+            reached = qa["verdict"].isin(["kept", "filtered_unentailed", "flagged"]) & (qa["generator"] == "targeted")
+            read = qa[reached & (qa["kind"] != "absent")]  # an absent-object "no" states nothing to read
             self.dry_run("verified_qa", shard, [benchmark.tuples_request(a) for a in read["answer"]])
         else:
             why = "QA pairs not verified yet: one answer read per verified pair, about one per target"
