@@ -16,7 +16,8 @@ its own; the sample's ledger never grows from here:
     DAGSTER_HOME=/tmp/heldout-home python bench/heldout_construction.py --report   # no build
 
 Audit: `--audit-sheet FILE` writes every pair that reached the gates, kept or not and without
-saying which, with its caption, for an auditor who never sees the pipeline; `--add-marks FILE
+saying which, with its caption, for an auditor who never sees the pipeline (the instructions the
+audits so far were made under: `bench/audit_instructions.md`); `--add-marks FILE
 --by NAME` adds their {"qa_id", "verdict", "note"} lines to the marks that ship in
 `bench/heldout_audit.jsonl` (`--marks` for another file, e.g. the sample's with `--sets sample`
 and the project's DAGSTER_HOME: only building refuses it). `prove-assets audit --import` of that
