@@ -18,8 +18,10 @@ the caption's grammar and the graph's names only (no vocabulary of the developme
 - `trivial`: the question already names what the answer gives (the other end of the relation);
 - `unnatural`: wording no person would use ("What is the state of the cat?").
 
-The answer-entailment gate (the answer's own tuples, extracted as a response's are, must be the
-caption's and cover the target) needs the LLM and lives in `stage.py`.
+- `unentailed` (`entailment_gate`): the answer's own tuples, extracted as a response's are (the
+  LLM request is sent by `verified_qa`), must be the caption's and cover the target's facts.
+
+docs/construction.md (section 3) lists every rule with its example; the figures are there too.
 """
 
 from __future__ import annotations
