@@ -156,7 +156,8 @@ def _names_asked(kind: str, facts: Sequence[SceneTuple]) -> list[str]:
 
 
 # --- the caption's grammar ---------------------------------------------------------------------
-def _sentence_tokens(doc: Any, head: str) -> list[Any]:
+def _mentions(doc: Any, head: str) -> list[Any]:
+    """The caption's tokens of a head noun, singular or plural."""
     return [t for t in doc if singular(t.text.lower()) == head or t.lemma_.lower() == head]
 
 
@@ -169,7 +170,7 @@ def modifier_words(doc: Any, head: str) -> set[str]:
 
 def _modifiers(doc: Any, head: str) -> list[Any]:
     out: list[Any] = []
-    for tok in _sentence_tokens(doc, head):
+    for tok in _mentions(doc, head):
         if tok.pos_ not in ("NOUN", "PROPN"):
             continue
         mods = [c for c in tok.children if c.dep_ in ("amod", "compound", "nmod")]
@@ -218,7 +219,7 @@ def _several_in_caption(doc: Any, name: str) -> bool:
     return any(
         t.tag_ in ("NNS", "NNPS")
         and not any(c.dep_ == "det" and c.lower_ in ("the", "its", "their") for c in t.children)
-        for t in _sentence_tokens(doc, head)
+        for t in _mentions(doc, head)
     )
 
 
@@ -265,7 +266,7 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
         return f"{fact.target!r} is worn, not a place"
     if fact.relation_type == "part":
         # "a bank of clouds", "three tiers of curved roofs": an arrangement of the things after "of".
-        for tok in _sentence_tokens(doc, _head(fact.entity)):
+        for tok in _mentions(doc, _head(fact.entity)):
             nxt = tok.nbor(1) if tok.i + 1 < len(doc) else None
             if nxt is not None and nxt.lower_ == "of":
                 objs = [c for c in nxt.children if c.dep_ == "pobj"]
@@ -353,7 +354,7 @@ def _placed_by(doc: Any, fact: SceneTuple) -> set[str]:
     pred = _words(fact.predicate or "")
     target = _head(fact.target or "")
     out: set[str] = set()
-    for tok in _sentence_tokens(doc, target):
+    for tok in _mentions(doc, target):
         prep = tok.head if tok.dep_ == "pobj" else None
         if prep is None or not pred or prep.lower_ != pred[-1] and prep.lower_ != pred[0]:
             continue

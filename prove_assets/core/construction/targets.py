@@ -20,6 +20,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from prove_assets.core.construction.canonical import name_key, singular
+from prove_assets.core.construction.gates import untrusted_relation
+from prove_assets.core.construction.parse_extract import enabled as parser_enabled
+from prove_assets.core.construction.parse_extract import parsed
 from prove_assets.core.construction.verify import COMPLEX_NODES
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.strict import class_words
@@ -386,10 +389,7 @@ def places(sg: SceneGraph, stated: Sequence[SceneTuple]) -> dict[str, str]:
     """Per node, how a question can call it so it is one thing: its name with a place the caption
     states plainly ("cup on the saucer", "handle of the mug"), the place a node no other node of
     the same head noun also has, by a relation whose reading the grammar gates trust."""
-    from prove_assets.core.construction.gates import untrusted_relation
-    from prove_assets.core.construction.parse_extract import enabled, parsed
-
-    doc = parsed(sg.caption) if enabled() else None
+    doc = parsed(sg.caption) if parser_enabled() else None
     heads: dict[str, list[str]] = {}
     for node in sg.nodes:
         heads.setdefault((name_key(str(node)) or ("",))[-1], []).append(str(node))
