@@ -12,6 +12,7 @@ prove-assets add-model NAME --backend B [--set k=v] [--run]   register a model, 
 prove-assets flag QA_ID --reason TEXT / unflag QA_ID   a person's verdict on a QA pair
 prove-assets audit [--shard S] [--n N] [--seed K]   mark kept pairs correct / wrong / irrelevant / flawed (stdin too)
 prove-assets audit --mark QA_ID VERDICT [--note T] / --list / --report   the same, scripted; the audit's error rates
+prove-assets audit --serve [--port P] [--by NAME]   the same in the browser: photo, caption, pair, one click per mark
 prove-assets register           add datasets.yaml shards and models.yaml models as partitions
 prove-assets export-ledger      write the embedded model's recorded calls (the ledger)
 prove-assets compare-evaluators the guide's evaluators beside PROVE's H and T (--format table|json)
@@ -31,6 +32,7 @@ import pandas as pd
 import yaml
 
 from prove_assets.config import LEDGER_PATH, warehouse_location
+from prove_assets.core.audit import AUDIT_PORT
 from prove_assets.storage.parquet_warehouse import open_warehouse
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
 
@@ -295,15 +297,15 @@ def cmd_flag(args: argparse.Namespace) -> None:
 
 
 def _audit_pairs(wh: Warehouse, args: argparse.Namespace) -> pd.DataFrame:
-    from prove_assets.core.audit import audit_sample, current_marks, latest_marks
-    from prove_assets.storage.audit import audit_pool, benchmark_pairs, read_audit_log
+    from prove_assets.core.audit import audit_sample
+    from prove_assets.storage.audit import audit_pool, auditor_name, marks_by
 
     try:
         pool = audit_pool(wh, args.shard, args.image)
     except LookupError as exc:
         raise SystemExit(str(exc)) from None
-    # A pair rebuilt with other words since its mark is offered again.
-    audited = set(current_marks(latest_marks(read_audit_log(wh)), benchmark_pairs(wh))["qa_id"])
+    # Pairs this auditor has not marked; a pair rebuilt with other words since its mark is offered again.
+    audited = set(marks_by(wh, auditor_name(args.by))["qa_id"])
     return audit_sample(pool, audited, None if args.all else args.n, args.seed)
 
 
@@ -319,21 +321,48 @@ def cmd_audit(args: argparse.Namespace) -> None:
     """The human audit of kept pairs: `--report` prints the error rates, `--list` the pairs to
     audit, `--mark` records one mark; otherwise each pair is shown and a line is read from stdin
     (`c`, `w`, `i`, `s`, `q`, optionally followed by a note), interactive or piped."""
-    from prove_assets.core.audit import audit_report, current_marks, latest_marks, parse_answer
+    from prove_assets.core.audit import audit_agreement, audit_report, current_marks, latest_marks, parse_answer
     from prove_assets.orchestration import apply_audit
     from prove_assets.storage.audit import benchmark_pairs, read_audit_log, record_audit
 
     wh = open_warehouse(warehouse_location())
     if args.report:
-        report = audit_report(current_marks(latest_marks(read_audit_log(wh)), benchmark_pairs(wh)))
+        latest = current_marks(latest_marks(read_audit_log(wh)), benchmark_pairs(wh))
+        report, agreement = audit_report(latest), audit_agreement(latest)
         if args.format == "json":
-            print(json.dumps(json.loads(report.to_json(orient="records")), indent=2))
+            tables = {"rates": report, "agreement": agreement}
+            print(json.dumps({k: json.loads(t.to_json(orient="records")) for k, t in tables.items()}, indent=2))
         else:
             _print_df(report)
             print(
-                "wrong / irrelevant / flawed in % of audited pairs now in the benchmark (latest mark each, as shown),"
-                " [lo, hi] = 95% Wilson interval"
+                "wrong / irrelevant / flawed in % of audited pairs now in the benchmark (latest mark per auditor, as"
+                " shown; a pair counts with its most severe mark), [lo, hi] = 95% Wilson interval"
             )
+            if len(agreement):
+                print()
+                _print_df(agreement)
+                print(
+                    "agreement on the pairs both auditors marked: Cohen's kappa over the four verdicts and over keep /"
+                    " take out, [lo, hi] = 95% bootstrap interval"
+                )
+        return
+    if args.serve:
+        from prove_assets.audit_server import AuditSession, serve
+        from prove_assets.config import dagster_home
+        from prove_assets.core.explorer import EXPLORER_DIR
+        from prove_assets.storage.audit import auditor_name
+
+        session = AuditSession(
+            wh, auditor_name(args.by), args.shard, args.image, None if args.all else args.n, args.seed
+        )
+        try:
+            session.queue()
+        except LookupError as exc:
+            raise SystemExit(str(exc)) from None
+        serve(session, args.port, dagster_home() / EXPLORER_DIR)
+        if session.recorded:
+            apply_audit(session.flagged, args.log_level)
+        _audit_done(session.recorded, session.flagged)
         return
     if args.export:
         from prove_assets.storage.audit import export_marks
@@ -355,11 +384,11 @@ def cmd_audit(args: argparse.Namespace) -> None:
     if args.mark:
         qa_id, verdict = args.mark
         try:
-            shard, action = record_audit(wh, qa_id, verdict, args.note, args.by)
+            write = record_audit(wh, qa_id, verdict, args.note, args.by)
         except (LookupError, ValueError) as exc:
             raise SystemExit(str(exc)) from None
-        apply_audit({shard} if action else set(), args.log_level)
-        _audit_done(1, {shard} if action else set())
+        apply_audit({write.shard} if write.action else set(), args.log_level)
+        _audit_done(int(write.recorded), {write.shard} if write.action else set())
         return
     pairs = _audit_pairs(wh, args)
     if args.list:
@@ -393,10 +422,10 @@ def cmd_audit(args: argparse.Namespace) -> None:
             break
         if answer.action == "skip":
             continue
-        shard, action = record_audit(wh, pair.qa_id, answer.action, answer.note, args.by)
-        marked += 1
-        if action:
-            flagged.add(shard)
+        write = record_audit(wh, pair.qa_id, answer.action, answer.note, args.by)
+        marked += write.recorded
+        if write.action:
+            flagged.add(write.shard)
     if marked:
         apply_audit(flagged, args.log_level)
     _audit_done(marked, flagged)
@@ -549,6 +578,9 @@ def main(argv: list[str] | None = None) -> None:
         "--mark", nargs=2, metavar=("QA_ID", "VERDICT"), help="record one mark: correct|wrong|irrelevant|flawed"
     )
     mode.add_argument("--list", action="store_true", help="print the pairs still to audit, ask nothing")
+    mode.add_argument(
+        "--serve", action="store_true", help="audit in the browser: a page per pair on http://127.0.0.1:PORT/"
+    )
     mode.add_argument("--report", action="store_true", help="error rates with 95%% Wilson intervals")
     mode.add_argument("--export", metavar="FILE", help="write every mark to a JSON-lines file (to share an audit)")
     mode.add_argument(
@@ -556,6 +588,9 @@ def main(argv: list[str] | None = None) -> None:
         help="record the marks of such a file whose pairs are in the benchmark as they were shown",
     )  # fmt: skip
     p.add_argument("--note", default="", help="with --mark: why")
+    p.add_argument(
+        "--port", type=int, default=AUDIT_PORT, help=f"with --serve: the port on 127.0.0.1 (default {AUDIT_PORT})"
+    )
     p.add_argument("--format", choices=["table", "json"], default="table", help="for --list and --report")
     p.add_argument("--log-level", default="WARNING")
     p.set_defaults(func=cmd_audit)

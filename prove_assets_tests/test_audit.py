@@ -15,16 +15,20 @@ import pandas as pd
 import pytest
 
 from prove_assets.core.audit import (
+    audit_agreement,
     audit_report,
     audit_sample,
     current_marks,
     flag_action,
     flag_reason,
+    kappa_with_interval,
     latest_marks,
     normalise_verdict,
+    pair_verdicts,
     parse_answer,
     wilson_interval,
 )
+from prove_assets.core.audit_page import audit_progress, fact_terms, highlight
 
 
 def pool_of(n: int) -> pd.DataFrame:
@@ -97,6 +101,8 @@ def test_marks_count_only_for_pairs_still_in_the_benchmark_as_shown():
 def test_flag_follows_the_mark():
     assert flag_action("wrong", None) == "flag" and flag_action("irrelevant", "audit: wrong: x") == "flag"
     assert flag_action("correct", "audit: wrong: red is blue") == "unflag"
+    # Another auditor's latest mark still flags the pair: one auditor's "correct" does not clear it.
+    assert flag_action("correct", "audit: wrong: red is blue", flagged_by_others=True) is None
     assert flag_action("correct", "answer is wrong") is None  # a person's own flag stays
     assert flag_action("correct", None) is None
     assert (
@@ -194,9 +200,12 @@ def test_audit_cli_marks_flags_and_reports(built, monkeypatch, capsys):
     assert list(flags["qa_id"]) == [wrong_id, irrelevant_id]
     assert list(flags["reason"]) == ["audit: wrong: the cup is blue, not red", "audit: irrelevant: no such object"]
 
-    # The skipped pair is still to audit; the marked ones are not.
-    main(["audit", "--list", "--format", "json", "--n", "4"])
+    # The skipped pair is still to audit by this auditor; the marked ones are not. Another
+    # auditor has all four still to audit.
+    main(["audit", "--list", "--format", "json", "--n", "4", "--by", "tester"])
     assert [p["qa_id"] for p in json.loads(capsys.readouterr().out)] == [skipped_id]
+    main(["audit", "--list", "--format", "json", "--n", "4", "--by", "someone else"])
+    assert len(json.loads(capsys.readouterr().out)) == 4
     # The direct form: an unknown pair or verdict is a clear error.
     with pytest.raises(SystemExit, match="not a kept QA pair"):
         main(["audit", "--mark", "no-such-pair", "correct"])
@@ -211,14 +220,16 @@ def test_audit_cli_marks_flags_and_reports(built, monkeypatch, capsys):
     table = wh.read("qa_audit").set_index(["scope", "group"])
     assert (table.loc[("all", "all"), "audited"], table.loc[("all", "all"), "wrong"]) == (3, 1)
     main(["audit", "--report", "--format", "json"])
-    report = {(r["scope"], r["group"]): r for r in json.loads(capsys.readouterr().out)}
+    tables = json.loads(capsys.readouterr().out)
+    report = {(r["scope"], r["group"]): r for r in tables["rates"]}
+    assert tables["agreement"] == []  # one auditor
     overall = report[("all", "all")]
     assert (overall["audited"], overall["wrong"], overall["irrelevant"], overall["correct"]) == (3, 1, 1, 1)
     assert overall["wrong_pct"] == 33.3 and 0 < overall["wrong_lo"] < 33.3 < overall["wrong_hi"] < 100
     assert report[("shard", "mini-000")]["audited"] == 3 and ("PROVE paper", "human study (794 pairs)") in report
 
     # Re-marked correct (the direct form): the latest mark counts and the audit's flag is taken back.
-    main(["audit", "--mark", wrong_id, "c", "--note", "looked again"])
+    main(["audit", "--mark", wrong_id, "c", "--note", "looked again", "--by", "tester"])
     assert wh.read("qa_flag_log").iloc[-1]["action"] == "unflag"
     assert set(wh.read("qa_flags", {"shard": "mini-000"})["qa_id"]) == {irrelevant_id}
     main(["audit", "--report"])
@@ -278,3 +289,65 @@ def test_audit_report_counts_flawed_and_rates_per_question_kind():
     # The paper's study had no flawed label: unknown, not 0.
     assert report.loc[("PROVE paper", "human study (794 pairs)"), "flawed_pct"] != 0
     assert normalise_verdict("f") == "flawed" and parse_answer("f the handle could be either").action == "flawed"
+
+
+def test_two_auditors_are_kept_apart_and_compared():
+    t0 = datetime(2026, 1, 1)
+    rows = [
+        # alice changes her mind on a; bob marks a, b, c; only alice marks d
+        ("a", "alice", "wrong", 0), ("a", "alice", "correct", 1), ("b", "alice", "correct", 0),
+        ("c", "alice", "wrong", 0), ("d", "alice", "flawed", 0),
+        ("a", "bob", "correct", 0), ("b", "bob", "wrong", 0), ("c", "bob", "wrong", 0),
+    ]  # fmt: skip
+    log = pd.DataFrame(
+        [{"qa_id": q, "audited_by": by, "verdict": v, "audited_at": t0 + timedelta(seconds=s)} for q, by, v, s in rows]
+    ).assign(shard="s-000")
+    latest = latest_marks(log)
+    assert len(latest) == 7 and latest.query("qa_id == 'a' and audited_by == 'alice'")["verdict"].item() == "correct"
+    # A pair counts once, with its most severe mark.
+    assert dict(zip(pair_verdicts(latest)["qa_id"], pair_verdicts(latest)["verdict"], strict=True)) == {
+        "a": "correct", "b": "wrong", "c": "wrong", "d": "flawed"
+    }  # fmt: skip
+    report = audit_report(latest).set_index(["scope", "group"])
+    assert (report.loc[("all", "all"), "audited"], report.loc[("all", "all"), "wrong"]) == (4, 2)
+    assert report.loc[("auditor", "alice"), "audited"] == 4 and report.loc[("auditor", "alice"), "wrong"] == 1
+    assert report.loc[("auditor", "bob"), "audited"] == 3 and report.loc[("auditor", "bob"), "wrong"] == 2
+    (row,) = audit_agreement(latest).to_dict("records")
+    assert (row["auditor_a"], row["auditor_b"], row["both_marked"]) == ("alice", "bob", 3)
+    assert row["agree_pct"] == pytest.approx(66.7)
+    # Cohen's kappa by hand: po = 2/3; alice c 2, w 1; bob c 1, w 2; pe = (2*1 + 1*2) / 9 = 4/9.
+    assert row["kappa"] == pytest.approx((2 / 3 - 4 / 9) / (1 - 4 / 9), abs=1e-3)
+    assert row["kappa_lo"] <= row["kappa"] <= row["kappa_hi"]
+    # One auditor: no agreement to report.
+    assert audit_agreement(latest.query("audited_by == 'alice'")).empty and audit_agreement(latest.iloc[:0]).empty
+
+
+def test_kappa_interval_is_seeded_and_undefined_for_one_label():
+    a = ["correct"] * 30 + ["wrong"] * 10
+    b = ["correct"] * 28 + ["wrong"] * 2 + ["wrong"] * 8 + ["correct"] * 2
+    k1, k2 = kappa_with_interval(a, b, ["correct", "wrong"]), kappa_with_interval(a, b, ["correct", "wrong"])
+    assert k1 == k2 and k1[1] < k1[0] < k1[2]
+    kappa, lo, hi = kappa_with_interval(["correct"] * 5, ["correct"] * 5, ["correct", "wrong"])
+    assert all(v != v for v in (kappa, lo, hi))  # both raters gave one label: kappa is undefined, not 1
+
+
+def test_audit_page_highlights_the_pair_facts_in_the_caption():
+    facts = [
+        {"entity": "mug", "value": None, "predicate": "on", "target": "wooden shelf"},
+        {"entity": "mug", "value": "dark blue", "predicate": None, "target": None},
+        {"entity": "teapot", "value": None, "predicate": None, "target": None},
+    ]
+    terms = fact_terms(facts)
+    assert terms == ["wooden shelf", "dark blue", "teapot", "mug"]  # "on" is in every caption
+    caption = "Two dark-blue Mugs sit on a wooden shelf; a <b> label reads 'mug'."
+    marked, missing = highlight(caption, terms)
+    assert "<mark>dark-blue</mark> <mark>Mugs</mark>" in marked and "<mark>wooden shelf</mark>" in marked
+    assert "&lt;b&gt;" in marked and missing == ["teapot"]
+    # A phrase the caption never says is found by its last word.
+    assert highlight("A shelf of books.", ["oak shelf"]) == ("A <mark>shelf</mark> of books.", [])
+    queue = pd.DataFrame({"qa_id": ["p1", "p2", "p3"], "shard": "s", "image_id": ["x", "x", "y"]})
+    progress = audit_progress(queue, {"p2": {}})
+    assert progress.to_dict("records") == [
+        {"shard": "s", "image_id": "x", "marked": 1, "total": 2},
+        {"shard": "s", "image_id": "y", "marked": 0, "total": 1},
+    ]

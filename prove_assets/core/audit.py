@@ -7,7 +7,12 @@ question asked, or is incomplete where the question asks for all), `irrelevant` 
 does not fit the image), as in the paper's study of 794 pairs (3.5% of answers incorrect, 1.4%
 of questions irrelevant, 0.6% both), or `flawed` (true, but ambiguous, unnatural or trivial: a
 name that fits several things, wording no person would use, a question that gives its answer
-away). Any mark but `correct` takes the pair out of the benchmark."""
+away). Any mark but `correct` takes the pair out of the benchmark.
+
+Several people may audit the same benchmark (`--by NAME`): each one's marks are kept apart (the
+latest per pair and auditor counts), a pair counts with the most severe of its auditors' marks
+(any flagging mark takes it out), and `audit_agreement` gives Cohen's kappa with a bootstrap
+interval on the pairs two auditors both marked."""
 
 from __future__ import annotations
 
@@ -18,6 +23,11 @@ import pandas as pd
 
 VERDICTS = ("correct", "wrong", "irrelevant", "flawed")
 FLAGGING_VERDICTS = ("wrong", "irrelevant", "flawed")
+# When auditors differ a pair takes the first of these among its marks.
+SEVERITY = ("wrong", "irrelevant", "flawed", "correct")
+KAPPA_RESAMPLES = 1000
+# `prove-assets audit --serve` listens here by default; the explorer looks for it here.
+AUDIT_PORT = 8765
 AUDIT_FLAG_PREFIX = "audit:"
 DEFAULT_SAMPLE_SIZE = 20
 DEFAULT_SEED = 0
@@ -29,6 +39,10 @@ PROVE_STUDY = {"audited": 794, "wrong": 28, "irrelevant": 11}
 # The columns a pair shown for audit carries (generator is 'free' before the column existed).
 PAIR_COLUMNS = (
     "qa_id", "shard", "image_id", "image_path", "question", "answer", "program_output", "generator",
+)  # fmt: skip
+AGREEMENT_COLUMNS = (
+    "auditor_a", "auditor_b", "both_marked", "agree_pct", "kappa", "kappa_lo", "kappa_hi",
+    "keep_agree_pct", "kappa_keep", "kappa_keep_lo", "kappa_keep_hi",
 )  # fmt: skip
 REPORT_COLUMNS = (
     "scope", "group", "audited", "correct", "wrong", "irrelevant", "flawed",
@@ -86,13 +100,25 @@ def audit_sample(pool: pd.DataFrame, audited: set[str], n: int | None, seed: int
 
 
 def latest_marks(log: pd.DataFrame) -> pd.DataFrame:
-    """One row per QA pair: its latest mark (the log is append-only; a later mark overrides an
-    earlier one, e.g. `wrong` corrected to `correct`). Ties in time keep the later log row."""
+    """One row per QA pair and auditor: the auditor's latest mark (the log is append-only; a
+    later mark overrides an earlier one, e.g. `wrong` corrected to `correct`). Ties in time keep
+    the later log row. Marks without an auditor count as one anonymous auditor's."""
     if log.empty:
         return log
-    ordered = log.reset_index(drop=True).rename_axis("_row").reset_index()
-    latest = ordered.sort_values(["audited_at", "_row"]).drop_duplicates("qa_id", keep="last")
-    return latest.drop(columns="_row").sort_values("qa_id").reset_index(drop=True)
+    by = log["audited_by"].fillna("") if "audited_by" in log else pd.Series("", index=log.index)
+    ordered = log.assign(audited_by=by).reset_index(drop=True).rename_axis("_row").reset_index()
+    latest = ordered.sort_values(["audited_at", "_row"]).drop_duplicates(["qa_id", "audited_by"], keep="last")
+    return latest.drop(columns="_row").sort_values(["qa_id", "audited_by"]).reset_index(drop=True)
+
+
+def pair_verdicts(latest: pd.DataFrame) -> pd.DataFrame:
+    """One row per QA pair: the most severe of its auditors' latest marks (`SEVERITY`), since any
+    flagging mark takes the pair out of the benchmark."""
+    if latest.empty:
+        return latest
+    rank = latest["verdict"].map({v: i for i, v in enumerate(SEVERITY)})
+    ranked = latest.assign(_rank=rank).sort_values(["qa_id", "_rank"], kind="stable")
+    return ranked.drop_duplicates("qa_id").drop(columns="_rank").reset_index(drop=True)
 
 
 def current_marks(latest: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
@@ -107,12 +133,13 @@ def current_marks(latest: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     return shown.reset_index(drop=True)
 
 
-def flag_action(verdict: str, active_flag_reason: str | None) -> str | None:
+def flag_action(verdict: str, active_flag_reason: str | None, flagged_by_others: bool = False) -> str | None:
     """What the flag log needs after a mark: `flag` for wrong / irrelevant / flawed, `unflag` when a pair
-    an audit had flagged is now marked correct (a person's non-audit flag stays), else None."""
+    an audit had flagged is now marked correct and no other auditor's latest mark flags it (a
+    person's non-audit flag stays), else None."""
     if verdict in FLAGGING_VERDICTS:
         return "flag"
-    if active_flag_reason is not None and active_flag_reason.startswith(AUDIT_FLAG_PREFIX):
+    if active_flag_reason is not None and active_flag_reason.startswith(AUDIT_FLAG_PREFIX) and not flagged_by_others:
         return "unflag"
     return None
 
@@ -145,19 +172,22 @@ def _rates(scope: str, group: str, counts: dict[str, int]) -> dict[str, object]:
 
 
 def audit_report(latest: pd.DataFrame) -> pd.DataFrame:
-    """Error rates of the audited pairs (latest mark each) in percent with 95% Wilson intervals:
-    over all, per shard, per generator and per question kind (where the pairs carry one), then
-    PROVE's human study for comparison. A pair
-    marked wrong stays in the denominator after its flag takes it out of the benchmark: it was
-    a kept pair when it was audited."""
+    """Error rates of the audited pairs in percent with 95% Wilson intervals: over all, per shard,
+    per generator and per question kind (where the pairs carry one), each pair counted once with
+    its most severe mark (`pair_verdicts`); then per auditor, each counting their own latest
+    marks; then PROVE's human study for comparison. A pair marked wrong stays in the denominator
+    after its flag takes it out of the benchmark: it was a kept pair when it was audited."""
     rows = []
-    groups: list[tuple[str, str, pd.DataFrame]] = [("all", "all", latest)]
-    if not latest.empty:
-        generator = latest["generator"].fillna("free") if "generator" in latest else pd.Series("free", latest.index)
-        latest = latest.assign(generator=generator)
-        latest = latest.assign(kind=latest["kind"].fillna("free") if "kind" in latest else "free")
+    pairs = pair_verdicts(latest)
+    groups: list[tuple[str, str, pd.DataFrame]] = [("all", "all", pairs)]
+    if not pairs.empty:
+        generator = pairs["generator"].fillna("free") if "generator" in pairs else pd.Series("free", pairs.index)
+        pairs = pairs.assign(generator=generator)
+        pairs = pairs.assign(kind=pairs["kind"].fillna("free") if "kind" in pairs else "free")
         for scope in ("shard", "generator", "kind"):
-            groups += [(scope, str(key), g) for key, g in latest.groupby(scope, sort=True)]
+            groups += [(scope, str(key), g) for key, g in pairs.groupby(scope, sort=True)]
+        if "audited_by" in latest:
+            groups += [("auditor", str(k) or "(anonymous)", g) for k, g in latest.groupby("audited_by", sort=True)]
     for scope, group, g in groups:
         counts = {"audited": len(g), **{v: int((g["verdict"] == v).sum()) if len(g) else 0 for v in VERDICTS}}
         rows.append(_rates(scope, group, counts))
@@ -169,3 +199,72 @@ def audit_report(latest: pd.DataFrame) -> pd.DataFrame:
     report = pd.DataFrame(rows, columns=list(REPORT_COLUMNS))
     counts = ["audited", "correct", *FLAGGING_VERDICTS]
     return report.astype(dict.fromkeys(counts, "Int64"))  # counts stay whole beside the paper's unknown
+
+
+def kappa_with_interval(
+    a: list[str], b: list[str], labels: list[str], seed: int = DEFAULT_SEED, confidence: float = CONFIDENCE
+) -> tuple[float, float, float]:
+    """Cohen's kappa of two raters' labels (scikit-learn's) and a percentile bootstrap interval
+    over the rated items (seeded, `KAPPA_RESAMPLES` resamples). A bootstrap rather than the
+    asymptotic standard error: with a few dozen items and one label dominating, the normal
+    approximation leaves [-1, 1]. NaN where kappa is undefined (both raters give one label)."""
+    import warnings
+
+    import numpy as np
+    from sklearn.metrics import cohen_kappa_score  # here: scikit-learn costs ~1 s to import
+
+    def kappa(x: np.ndarray, y: np.ndarray) -> float:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # undefined (0 / 0) where chance agreement is 1: NaN
+            return float(cohen_kappa_score(x, y, labels=labels))
+
+    x, y = np.asarray(a), np.asarray(b)
+    if len(x) == 0:
+        return float("nan"), float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(x), size=(KAPPA_RESAMPLES, len(x)))
+    boot = np.array([kappa(x[i], y[i]) for i in draws])
+    boot = boot[~np.isnan(boot)]
+    tail = 100 * (1 - confidence) / 2
+    lo, hi = np.percentile(boot, [tail, 100 - tail]) if len(boot) else (float("nan"), float("nan"))
+    return kappa(x, y), float(lo), float(hi)
+
+
+def audit_agreement(latest: pd.DataFrame) -> pd.DataFrame:
+    """Agreement of each two auditors on the pairs both marked (latest mark each): the share of
+    equal verdicts and Cohen's kappa with a 95% bootstrap interval, over the four verdicts and
+    over what the verdict decides (keep the pair, or take it out)."""
+    rows = []
+    if not latest.empty:
+        marks = latest.pivot_table(index="qa_id", columns="audited_by", values="verdict", aggfunc="last")
+        names = sorted(marks.columns)
+        for i, name_a in enumerate(names):
+            for name_b in names[i + 1 :]:
+                both = marks[[name_a, name_b]].dropna()
+                if both.empty:
+                    continue
+                a, b = both[name_a].tolist(), both[name_b].tolist()
+                keep_a = ["keep" if v == "correct" else "out" for v in a]
+                keep_b = ["keep" if v == "correct" else "out" for v in b]
+                kappa = kappa_with_interval(a, b, list(VERDICTS))
+                kappa_keep = kappa_with_interval(keep_a, keep_b, ["keep", "out"])
+                agree = sum(x == y for x, y in zip(a, b, strict=True))
+                keep_agree = sum(x == y for x, y in zip(keep_a, keep_b, strict=True))
+                rows.append(
+                    {
+                        "auditor_a": name_a or "(anonymous)",
+                        "auditor_b": name_b or "(anonymous)",
+                        "both_marked": len(both),
+                        "agree_pct": round(100 * agree / len(both), 1),
+                        **dict(zip(("kappa", "kappa_lo", "kappa_hi"), (round(k, 3) for k in kappa), strict=True)),
+                        "keep_agree_pct": round(100 * keep_agree / len(both), 1),
+                        **dict(
+                            zip(
+                                ("kappa_keep", "kappa_keep_lo", "kappa_keep_hi"),
+                                (round(k, 3) for k in kappa_keep),
+                                strict=True,
+                            )
+                        ),
+                    }
+                )
+    return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS))

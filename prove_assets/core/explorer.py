@@ -27,7 +27,7 @@ import json
 import re
 import shutil
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +35,7 @@ from typing import Any
 
 import pandas as pd
 
+from prove_assets.core.audit import AUDIT_PORT
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.scoring import question_type
 
@@ -255,8 +256,12 @@ def response_html(resp: Mapping[str, Any], scores: list[Mapping[str, Any]]) -> s
     )
 
 
-def qa_html(qa: Mapping[str, Any], responses: list[str], answer_tuples: list[str]) -> str:
-    """One QA pair: question, answer, program, output, verdict, and the models' responses."""
+def qa_html(
+    qa: Mapping[str, Any], responses: list[str], answer_tuples: list[str], marks: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    """One QA pair: question, answer, program, output, verdict, its audit marks (each auditor's
+    latest, shown by the page's script, which also links a kept pair to its page on the audit
+    server when one runs), and the models' responses."""
     qa_id = str(qa["qa_id"])
     verdict = str(qa.get("verdict"))
     qtype = question_type(str(qa.get("question") or ""))
@@ -271,6 +276,7 @@ def qa_html(qa: Mapping[str, Any], responses: list[str], answer_tuples: list[str
     program = _e(qa.get("program"))
     out = (
         f"<section class='qa {'kept' if kept else 'dropped'}' id='{_e(qa_id)}' data-verdict='{_e(verdict)}' "
+        f"data-marks='{_e(json.dumps([{k: m.get(k) for k in ('by', 'verdict', 'note')} for m in marks]))}' "
         f"data-qtype='{_e(qtype)}' data-complexity='{_e(qa.get('complexity'))}'>"
         f"<div class='qhead'><a class='anchor' href='#{_e(urllib.parse.quote(qa_id, safe=''))}'>#</a> "
         f"<b>Q:</b> {_e(qa.get('question'))} {meta}</div>"
@@ -281,7 +287,7 @@ def qa_html(qa: Mapping[str, Any], responses: list[str], answer_tuples: list[str
         f"<div><b>output:</b> <code>{_e(qa.get('program_output'))}</code></div>"
         f"<div><b>visited:</b> {_e(', '.join(map(str, _json_list(qa.get('visited')))))}</div></details>"
         f"<div class='muted'>{_e(qa.get('reason'))}</div>"
-        f"<div class='muted'>qa_id <code>{_e(qa_id)}</code></div>"
+        f"<div class='muted'>qa_id <code>{_e(qa_id)}</code></div><div class='marks'></div>"
     )
     if answer_tuples:
         out += "<div class='tuples'><span class='lbl'>answer tuples</span> " + " ".join(
@@ -322,6 +328,7 @@ pre{background:#f4f4f4;padding:6px;overflow:auto;font-size:12px}
 .good{background:#c9efc9;color:#064d06}.bad{background:#f8c4c4;color:#8a0b0b}
 .miss{background:#eee;color:#777;text-decoration:line-through}.gt{background:#dde6f8}
 .err{color:#b00}.muted{color:#777;font-size:12px}.hidden{display:none!important}
+.marks .badge{background:#fbe3bd}.marks .m-correct{background:#c8f0c8}a.audit-link{font-size:12px;margin-left:6px}
 td.thumb img{width:120px;border-radius:3px}table.images td.caption{font-size:12px;max-width:700px}
 """
 
@@ -370,14 +377,45 @@ function revealTarget() {
   }
   if (el) el.scrollIntoView();
 }
+function renderMarks(qa, marks) {
+  const box = $('.marks', qa)[0];
+  box.textContent = '';
+  for (const m of marks) {
+    const b = document.createElement('span');
+    b.className = 'badge m-' + m.verdict;
+    b.textContent = 'audit: ' + m.verdict + ' by ' + m.by + (m.note ? ' (' + m.note + ')' : '');
+    box.appendChild(b);
+  }
+}
+async function findAuditServer() {
+  // `prove-assets audit --serve`: this page served by it, or it on its default port beside a file.
+  const base = location.protocol.startsWith('http') ? '' : 'http://127.0.0.1:AUDIT_PORT';
+  let marks;
+  try {
+    const r = await fetch(base + '/api/marks');
+    if (!r.ok) return;
+    marks = await r.json();
+  } catch (e) { return; }  // no audit server runs: the marks as of this page stay
+  for (const qa of $('section.qa')) {
+    renderMarks(qa, marks[qa.id] || []);
+    if (!qa.classList.contains('kept') || $('a.audit-link', qa).length) continue;
+    const a = document.createElement('a');
+    a.className = 'audit-link';
+    a.href = base + '/pair/' + encodeURIComponent(qa.id);
+    a.textContent = 'audit this pair →';
+    $('.qhead', qa)[0].appendChild(a);
+  }
+}
 window.addEventListener('hashchange', revealTarget);
 document.addEventListener('DOMContentLoaded', () => {
   for (const s of $('#filters select')) s.addEventListener('change', applyFilters);
+  for (const qa of $('section.qa')) renderMarks(qa, JSON.parse(qa.dataset.marks || '[]'));
   presetFilters();
   applyFilters();
   revealTarget();
+  findAuditServer();
 });
-"""
+""".replace("AUDIT_PORT", str(AUDIT_PORT))
 
 _INDEX_JS = """
 const $ = (s, e=document) => Array.from(e.querySelectorAll(s));
@@ -431,6 +469,7 @@ def _qa_blocks(
     answer_tuples: dict[tuple, list[dict[str, Any]]],
     resp_by_qa: dict[tuple, list[dict[str, Any]]],
     scores: dict[tuple, list[dict[str, Any]]],
+    marks: dict[tuple, list[dict[str, Any]]],
 ) -> list[str]:
     blocks = []
     for q in pairs:
@@ -441,7 +480,7 @@ def _qa_blocks(
             for r in sorted(resp_by_qa.get((q["qa_id"],), []), key=lambda r: str(r["model"]))
         ]
         gt = [str(t["text"]) for t in answer_tuples.get((q["qa_id"],), []) if t.get("text")]
-        blocks.append(qa_html(q, rs, gt))
+        blocks.append(qa_html(q, rs, gt, marks.get((q["qa_id"],), [])))
     return blocks
 
 
@@ -462,12 +501,13 @@ def image_page_html(
     resp_by_qa: dict[tuple, list[dict[str, Any]]],
     scores: dict[tuple, list[dict[str, Any]]],
     photo: str | None,
+    marks: dict[tuple, list[dict[str, Any]]] | None = None,
 ) -> str:
     """One image's page: photo, caption, scene graph, every QA pair (kept or discarded) with its
-    program and verdict, every model's response and scores; filters; an anchor per QA pair.
-    `photo` is relative to the page; the index is two folders up."""
+    program, verdict and audit marks, every model's response and scores; filters; an anchor per
+    QA pair. `photo` is relative to the page; the index is two folders up."""
     pairs = sorted(pairs, key=lambda q: (q.get("verdict") != "kept", str(q.get("qa_id"))))
-    qa_blocks = _qa_blocks(pairs, answer_tuples, resp_by_qa, scores)
+    qa_blocks = _qa_blocks(pairs, answer_tuples, resp_by_qa, scores, marks or {})
     models = sorted({str(r["model"]) for rs in resp_by_qa.values() for r in rs})
     verdicts = sorted({str(q.get("verdict")) for q in pairs}, key=lambda v: (v != "kept", v))
     qtypes = sorted({question_type(str(q.get("question") or "")) for q in pairs if q.get("question")})
@@ -564,8 +604,9 @@ def write_explorer(
     plots: Mapping[str, bytes] | None = None,
 ) -> ExplorerSummary:
     """Write index.html, pages/<shard>/<image>.html, images/ and plots/ under out_dir (replacing
-    a previous explorer). `shards` yields each shard's tables (TABLES but the leaderboard) one
-    shard at a time; pages are written one at a time, so memory holds one shard, not the dataset."""
+    a previous explorer). `shards` yields each shard's tables (TABLES but the leaderboard, and
+    `audit_marks`: qa_id, by, verdict, note of each auditor's latest mark) one shard at a time;
+    pages are written one at a time, so memory holds one shard, not the dataset."""
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -585,6 +626,7 @@ def write_explorer(
         responses = _records(tables.get("model_responses"))
         resp_by_qa = _by(responses, "qa_id")
         scores = _by(_records(tables.get("response_scores")), "qa_id", "model")
+        marks = _by(_records(tables.get("audit_marks")), "qa_id")
         n_responses += len(responses)
         models.update(str(r["model"]) for r in responses)
         for img in sorted(images, key=lambda i: (int(i.get("position") or 0), str(i["image_id"]))):
@@ -595,7 +637,14 @@ def write_explorer(
             mine = {(q["qa_id"],) for q in pairs}
             image_resp = {k: v for k, v in resp_by_qa.items() if k in mine}
             html_text = image_page_html(
-                img, graphs.get(image_id), pairs, answer_tuples, image_resp, scores, f"../../{thumb}" if thumb else None
+                img,
+                graphs.get(image_id),
+                pairs,
+                answer_tuples,
+                image_resp,
+                scores,
+                f"../../{thumb}" if thumb else None,
+                marks,
             )
             (tmp / page).parent.mkdir(parents=True, exist_ok=True)
             (tmp / page).write_text(html_text, encoding="utf-8")

@@ -7,10 +7,12 @@ import pandas as pd
 
 from prove_assets.backends.responders import load_models
 from prove_assets.config import dagster_home, models_file
+from prove_assets.core.audit import current_marks, latest_marks
 from prove_assets.core.explorer import EXPLORER_DIR, TABLES, write_explorer
 from prove_assets.defs.benchmark import verified_qa
-from prove_assets.defs.reports import leaderboard
+from prove_assets.defs.reports import leaderboard, qa_audit
 from prove_assets.defs.resources import WarehouseResource
+from prove_assets.storage.audit import benchmark_pairs, read_audit_log
 from prove_assets.storage.warehouse import Warehouse
 
 
@@ -30,16 +32,22 @@ FIGURE_SCORE_COLUMNS = [
 
 
 def _shard_tables(wh: Warehouse, registered: set[str]) -> Iterator[tuple[str, dict[str, pd.DataFrame]]]:
-    """Each shard's rows of the explorer's tables, one shard at a time (memory: one shard)."""
+    """Each shard's rows of the explorer's tables, one shard at a time (memory: one shard), with
+    the audit marks that speak for its pairs as they are now."""
     shards = wh.read("images", columns=["shard"])
+    marks = current_marks(latest_marks(read_audit_log(wh)), benchmark_pairs(wh))
+    marks = marks.rename(columns={"audited_by": "by"}).reindex(columns=["qa_id", "shard", "by", "verdict", "note"])
     for shard in sorted(set(shards["shard"])) if len(shards) else []:
         tables = {name: wh.read(name, {"shard": shard}) for name in TABLES if name != "leaderboard"}
         for name in ("model_responses", "response_scores"):
             tables[name] = _registered(tables[name], registered)
+        tables["audit_marks"] = marks[marks["shard"] == shard]
         yield shard, tables
 
 
-@dg.asset(group_name="reports", deps=[leaderboard, verified_qa], code_version="1", kinds={"html", "matplotlib"})
+@dg.asset(
+    group_name="reports", deps=[leaderboard, verified_qa, qa_audit], code_version="2", kinds={"html", "matplotlib"}
+)
 def explorer(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """A self-contained static HTML explorer under `$DAGSTER_HOME/explorer/` (opens offline):
     an index with the leaderboard, the figures and a row per image (filters by model, verdict,

@@ -4,7 +4,7 @@ import dagster as dg
 
 from prove_assets.backends.responders import load_models
 from prove_assets.config import models_file
-from prove_assets.core.audit import audit_report, current_marks, latest_marks
+from prove_assets.core.audit import audit_agreement, audit_report, current_marks, latest_marks
 from prove_assets.core.leaderboard import (
     SCORE_COLUMNS,
     by_question_type,
@@ -58,17 +58,21 @@ def qa_audit(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
     date: the share of audited pairs marked wrong, irrelevant and flawed (ambiguous, unnatural,
     trivial), with 95% Wilson score intervals, over all, per shard, per generator and per
     question kind, beside the paper's 3.5% wrong and 1.4%
-    irrelevant of 794 pairs. The latest mark per pair counts; pairs marked wrong stay counted
-    after their flag takes them out of the benchmark; marks of pairs since rebuilt with other
-    words (a prompt or construction change) no longer count."""
+    irrelevant of 794 pairs, and per auditor. The latest mark per pair and auditor counts, a
+    pair with its most severe mark; pairs marked wrong stay counted after their flag takes them
+    out of the benchmark; marks of pairs since rebuilt with other words (a prompt or
+    construction change) no longer count. Where two auditors marked the same pairs, their
+    agreement (Cohen's kappa) is in the metadata."""
     wh = warehouse.get()
     latest = current_marks(latest_marks(read_audit_log(wh)), benchmark_pairs(wh))
     report = audit_report(latest)
     wh.replace_table("qa_audit", report, context.run.run_id)
     overall = report.iloc[0]
+    agreement = audit_agreement(latest)
     return dg.MaterializeResult(
         metadata={
             "audit": dg.MetadataValue.md(markdown_table(report)),
+            **({"agreement": dg.MetadataValue.md(markdown_table(agreement))} if len(agreement) else {}),
             "audited": dg.MetadataValue.int(int(overall["audited"])),
             "wrong_pct": dg.MetadataValue.float(float(overall["wrong_pct"])),
             "irrelevant_pct": dg.MetadataValue.float(float(overall["irrelevant_pct"])),

@@ -1,7 +1,7 @@
 """The human audit's storage: an append-only log (`prove.qa_audit_log`) of marks on kept QA
-pairs, like `qa_flag_log`. Nothing is deleted; the latest mark per pair counts
-(`core.audit.latest_marks`). A wrong or irrelevant mark also writes a flag into `qa_flag_log`,
-so the pair leaves the benchmark on refresh through the existing flag mechanism."""
+pairs, like `qa_flag_log`. Nothing is deleted; the latest mark per pair and auditor counts
+(`core.audit.latest_marks`). A wrong, irrelevant or flawed mark also writes a flag into
+`qa_flag_log`, so the pair leaves the benchmark on refresh through the existing flag mechanism."""
 
 from __future__ import annotations
 
@@ -9,10 +9,18 @@ import getpass
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
-from prove_assets.core.audit import current_marks, flag_action, flag_reason, latest_marks, normalise_verdict
+from prove_assets.core.audit import (
+    FLAGGING_VERDICTS,
+    current_marks,
+    flag_action,
+    flag_reason,
+    latest_marks,
+    normalise_verdict,
+)
 from prove_assets.storage.flags import active_flags, record_flag
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
 
@@ -25,6 +33,19 @@ AUDIT_LOG_COLUMNS = (
     "qa_id", "shard", "image_id", "generator", "verdict", "note", "audited_by", "audited_at", "question", "answer",
     "program_output",
 )  # fmt: skip
+
+
+class PairChangedError(LookupError):
+    """The pair was rebuilt (other question or answer) or left the benchmark since it was shown."""
+
+
+class AuditWrite(NamedTuple):
+    """What recording a mark did: the pair's shard, the flag action written (or None), and whether
+    a mark was appended (False when it repeats the auditor's latest mark on the pair as shown)."""
+
+    shard: str
+    action: str | None
+    recorded: bool
 
 
 def read_audit_log(wh: Warehouse) -> pd.DataFrame:
@@ -41,6 +62,17 @@ def benchmark_pairs(wh: Warehouse) -> pd.DataFrame:
         return pd.DataFrame(columns=["qa_id", "question", "answer", "kind"])
     qa = qa if "kind" in qa else qa.assign(kind=None)
     return qa.loc[qa["verdict"].isin(["kept", "flagged"]), ["qa_id", "question", "answer", "kind"]]
+
+
+def auditor_name(audited_by: str | None) -> str:
+    """Who marks: the given name, else the OS user."""
+    return audited_by or getpass.getuser()
+
+
+def marks_by(wh: Warehouse, auditor: str) -> pd.DataFrame:
+    """The auditor's latest marks that still speak for the benchmark (pairs as they were shown)."""
+    marks = current_marks(latest_marks(read_audit_log(wh)), benchmark_pairs(wh))
+    return marks[marks["audited_by"] == auditor].reset_index(drop=True) if len(marks) else marks
 
 
 def audit_pool(
@@ -84,16 +116,32 @@ def record_audit(
     note: str = "",
     audited_by: str | None = None,
     audited_at: datetime | None = None,
-) -> tuple[str, str | None]:
+    shown: tuple[str, str] | None = None,
+) -> AuditWrite:
     """Append a mark on a kept (or already audited) pair and, for wrong / irrelevant / flawed, a flag
     with reason `audit: <verdict>: <note>`; a pair an audit had flagged and now marked correct
-    is unflagged. `audited_at` defaults to now (an imported mark keeps its own time). Returns
-    (shard, the flag action written or None)."""
+    is unflagged unless another auditor's latest mark still flags it. A mark that repeats the
+    auditor's latest one on the pair as it is now (a double click, a resent form) is not
+    appended again. `shown` is the (question, answer) the auditor saw: PairChangedError if the
+    pair now reads otherwise. `audited_at` defaults to now (an imported mark keeps its own time)."""
     verdict = normalise_verdict(verdict)
     pair = audit_pool(wh, qa_id=qa_id)
     if pair.empty:
-        raise LookupError(f"{qa_id!r} is not a kept QA pair in {wh.path} (see `prove-assets audit --list`)")
+        error = PairChangedError if shown else LookupError
+        raise error(f"{qa_id!r} is not a kept QA pair in {wh.path} (see `prove-assets audit --list`)")
     row = pair.iloc[0]
+    if shown and tuple(shown) != (row["question"], row["answer"]):
+        raise PairChangedError(
+            f"{qa_id} was rebuilt since it was shown: it now reads {row['question']!r} -> {row['answer']!r}"
+        )
+    auditor = auditor_name(audited_by)
+    shard = str(row["shard"])
+    marks = latest_marks(read_audit_log(wh).query("qa_id == @qa_id"))
+    others = marks[marks["audited_by"] != auditor] if len(marks) else marks
+    now = (verdict, note, row["question"], row["answer"])
+    for last in marks[marks["audited_by"] == auditor].itertuples() if len(marks) else ():
+        if (last.verdict, last.note or "", last.question, last.answer) == now:
+            return AuditWrite(shard, None, False)
     mark = {
         "qa_id": qa_id,
         "shard": row["shard"],
@@ -101,20 +149,20 @@ def record_audit(
         "generator": row["generator"],
         "verdict": verdict,
         "note": note,
-        "audited_by": audited_by or getpass.getuser(),
+        "audited_by": auditor,
         "audited_at": audited_at or datetime.now(UTC).replace(tzinfo=None),
         "question": row["question"],
         "answer": row["answer"],
         "program_output": row["program_output"],
     }
     wh.append("qa_audit_log", pd.DataFrame([mark]).astype({"audited_at": "datetime64[us]", "program_output": "object"}))
-    shard = str(row["shard"])
     flags = active_flags(wh, shard)
     current = flags.loc[flags["qa_id"] == qa_id, "reason"]
-    action = flag_action(verdict, str(current.iloc[0]) if len(current) else None)
+    flagged_by_others = bool(len(others) and others["verdict"].isin(FLAGGING_VERDICTS).any())
+    action = flag_action(verdict, str(current.iloc[0]) if len(current) else None, flagged_by_others)
     if action:
-        record_flag(wh, qa_id, action, flag_reason(verdict, note), audited_by)
-    return shard, action
+        record_flag(wh, qa_id, action, flag_reason(verdict, note), auditor)
+    return AuditWrite(shard, action, True)
 
 
 def export_marks(wh: Warehouse, path: Path) -> int:
@@ -150,20 +198,42 @@ def read_marks_file(path: Path) -> tuple[pd.DataFrame, list[str]]:
 
 
 def import_marks(wh: Warehouse, marks: pd.DataFrame) -> tuple[int, int, set[str]]:
-    """Record the latest mark per pair from `marks` that still speaks for the benchmark (same
-    qa_id, question and answer as a pair now kept or flagged; `current_marks`) and is not in the
-    log yet, with its own author, note and time, flagging as a mark made here would. Returns
-    (imported, skipped as rebuilt or unknown pairs, shards whose flags changed)."""
+    """Record the latest mark per pair and auditor from `marks` that still speaks for the
+    benchmark (same qa_id, question and answer as a pair now kept or flagged; `current_marks`)
+    and is not in the log yet, with its own author, note and time, flagging as a mark made here
+    would. Returns (imported, skipped as rebuilt or unknown pairs, shards whose flags changed)."""
     latest = latest_marks(marks)
     current = current_marks(latest, benchmark_pairs(wh))
     log = read_audit_log(wh)
-    known = set(zip(log["qa_id"], log["verdict"], pd.to_datetime(log["audited_at"]), strict=True))
+    known = set(zip(log["qa_id"], log["audited_by"], log["verdict"], pd.to_datetime(log["audited_at"]), strict=True))
     imported, changed = 0, set()
     for m in current.itertuples():
-        if (m.qa_id, m.verdict, pd.Timestamp(m.audited_at)) in known:
+        if (m.qa_id, m.audited_by, m.verdict, pd.Timestamp(m.audited_at)) in known:
             continue
-        shard, action = record_audit(wh, m.qa_id, m.verdict, m.note or "", m.audited_by, m.audited_at)
-        imported += 1
-        if action:
-            changed.add(shard)
+        write = record_audit(wh, m.qa_id, m.verdict, m.note or "", m.audited_by or None, m.audited_at)
+        imported += write.recorded
+        if write.action:
+            changed.add(write.shard)
     return imported, len(latest) - len(current), changed
+
+
+def audit_view(wh: Warehouse, qa_id: str) -> dict | None:
+    """Everything the audit page shows of one pair as it is now (None when it is neither kept
+    nor audited before): the pair's row of `verified_qa`, its image's path and caption, and its
+    answer tuples (the facts to find in the caption)."""
+    pair = audit_pool(wh, qa_id=qa_id)
+    if pair.empty:
+        return None
+    row = pair.iloc[0].to_dict()
+    qa = wh.read("verified_qa", {"qa_id": qa_id, "shard": row["shard"]})
+    image = wh.read("images", {"image_id": row["image_id"], "shard": row["shard"]}, columns=["caption"])
+    facts = wh.read("answer_tuples", {"qa_id": qa_id, "shard": row["shard"]})
+    fact_columns = ["kind", "entity", "value", "predicate", "target", "text"]
+    return {
+        **qa.iloc[0].to_dict(),
+        **row,
+        "caption": str(image.iloc[0]["caption"]) if len(image) else "",
+        "facts": facts.reindex(columns=fact_columns).astype(object).where(facts.notna(), None).to_dict("records")
+        if len(facts)
+        else [],
+    }
