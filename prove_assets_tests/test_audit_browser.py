@@ -5,7 +5,7 @@ closed and a new one opened), one of them rebuilt mid-way (its page refuses the 
 why; after a reload the pair as it now reads is marked). Then the warehouse's audit log, the
 flags the server applied when it stopped, `audit --report` with a second auditor's marks and
 their kappa, and the explorer served beside it (marks on the pairs, a link to each kept pair's
-audit page). Screenshots go to `test-report/` (with `PROVE_UPDATE_SCREENSHOTS=1` also to docs/).
+audit page). Screenshots go to `test-report/` (or `$PROVE_TEST_REPORT`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from prove_assets_tests.test_ui_browser import (
     CHROMIUM_ARGS,
     REPORT_DIR,
     _free_port,
-    _save_for_docs,
     _stop_group,
 )
 
@@ -107,7 +106,6 @@ def test_audit_in_the_browser(instance, scripted_llm, prove_home):
     kept = wh.read("verified_qa").query("verdict == 'kept'")
     assert len(kept) >= 5, f"the scripted build kept {len(kept)} pairs; the test audits 5"
     REPORT_DIR.mkdir(parents=True, exist_ok=True)
-    shots = {}
     with audit_server("alice", REPORT_DIR / "audit-server.log") as (base, proc), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
@@ -120,8 +118,7 @@ def test_audit_in_the_browser(instance, scripted_llm, prove_home):
             # The caption shows the pair's facts highlighted, the photo loads.
             assert page.locator("#caption mark").count() >= 1
             assert page.locator(".photo img").evaluate("img => img.complete && img.naturalWidth > 0")
-            shots["audit_page.png"] = REPORT_DIR / "audit_page.png"
-            page.screenshot(path=str(shots["audit_page.png"]))
+            page.screenshot(path=str(REPORT_DIR / "audit_page.png"))
 
             # 1: a click on "correct".
             first = _mark_and_wait(page, lambda: page.get_by_role("button", name="correct").click())
@@ -147,8 +144,7 @@ def test_audit_in_the_browser(instance, scripted_llm, prove_home):
                 )
             page.get_by_role("button", name="irrelevant").click()
             expect(page.locator("#message.error")).to_contain_text("rebuilt since it was shown")
-            shots["audit_rebuilt.png"] = REPORT_DIR / "audit_rebuilt.png"
-            page.screenshot(path=str(shots["audit_rebuilt.png"]))
+            page.screenshot(path=str(REPORT_DIR / "audit_rebuilt.png"))
             page.keyboard.press("i")  # still refused: the page knows the pair changed
             page.reload()
             expect(page.locator("#answer")).to_contain_text("(reworded)")
@@ -206,6 +202,3 @@ def test_audit_in_the_browser(instance, scripted_llm, prove_home):
     assert (agreement["auditor_a"], agreement["auditor_b"], agreement["both_marked"]) == ("alice", "bob", 3)
     assert agreement["agree_pct"] == pytest.approx(66.7) and -1 <= agreement["kappa"] <= 1
     assert third in set(active_flags(wh, shard)["qa_id"])  # still flagged by alice's mark
-    if os.environ.get("PROVE_UPDATE_SCREENSHOTS"):
-        for name, path in shots.items():
-            _save_for_docs(path, name)
