@@ -188,8 +188,11 @@ def build_app(session: AuditSession, explorer_dir: Path | None = None) -> Starle
         Route("/api/marks", marks),
         Route("/api/ping", ping),
     ]
-    if explorer_dir is not None:
-        routes.append(Mount("/explorer", StaticFiles(directory=explorer_dir, html=True, check_dir=False)))
+    if explorer_dir is not None and explorer_dir.is_dir():
+        routes.append(Mount("/explorer", StaticFiles(directory=explorer_dir, html=True)))
+    else:
+        message = f"no explorer at {explorer_dir}: `make demo` (or materializing `explorer`) writes it"
+        routes.append(Route("/explorer/{path:path}", lambda request: Response(message, 404, media_type="text/plain")))
     return Starlette(routes=routes)
 
 

@@ -351,3 +351,46 @@ def test_audit_page_highlights_the_pair_facts_in_the_caption():
         {"shard": "s", "image_id": "x", "marked": 1, "total": 2},
         {"shard": "s", "image_id": "y", "marked": 0, "total": 1},
     ]
+
+
+def test_audit_server_refuses_bad_marks_and_names_what_is_missing(built, tmp_path):
+    """The audit server's routes without a browser (Starlette's test client): a malformed mark, an
+    unknown pair, a pair rebuilt since shown, a repeated mark, a missing photo."""
+    from starlette.testclient import TestClient
+
+    from prove_assets.audit_server import AuditSession, build_app
+    from prove_assets.storage.warehouse import SCHEMA
+
+    wh = built
+    session = AuditSession(wh, "tester")
+    client = TestClient(build_app(session, tmp_path / "no-explorer"))
+    first = client.get("/next", follow_redirects=False).headers["location"].removeprefix("/pair/")
+    page = client.get(f"/pair/{first}")
+    assert page.status_code == 200 and "0</span> of <span id='n-total'>5</span> marked" in page.text
+    pair = wh.read("verified_qa").set_index("qa_id").loc[first]
+    mark = {"qa_id": first, "verdict": "w", "note": "blue, not red", "question": pair.question, "answer": pair.answer}
+
+    assert client.post("/api/mark", content=b"{not json").status_code == 400
+    assert client.post("/api/mark", json={**mark, "verdict": "maybe"}).status_code == 400
+    assert client.post("/api/mark", json={**mark, "qa_id": "no-such-pair"}).status_code == 409
+    done = client.post("/api/mark", json=mark)
+    assert done.status_code == 200 and done.json()["status"] == "recorded" and done.json()["marked"] == 1
+    again = client.post("/api/mark", json=mark)  # a double click
+    assert again.json()["status"] == "unchanged" and len(wh.read("qa_audit_log")) == 1
+    assert session.recorded == 1 and session.flagged == {"mini-000"}
+    # The pair is reworded after its page was shown: the mark is refused and says how it reads now.
+    with wh.connect() as con:
+        con.execute(f"UPDATE {SCHEMA}.verified_qa SET answer = 'Thing 0 is blue.' WHERE qa_id = ?", [first])
+    refused = client.post("/api/mark", json={**mark, "verdict": "correct"})
+    assert refused.status_code == 409 and "rebuilt since it was shown" in refused.json()["error"]
+    assert "Thing 0 is blue." in refused.json()["error"] and len(wh.read("qa_audit_log")) == 1
+    # An unknown pair's page, a photo that is not there, the marks for the explorer.
+    assert client.get("/pair/no-such-pair").status_code == 404
+    with wh.connect() as con:
+        con.execute(f"UPDATE {SCHEMA}.images SET path = '/nonexistent/photo.jpg'")
+    photo = client.get(f"/image/{first}")
+    assert photo.status_code == 404 and "photo unavailable" in photo.text
+    marks = client.get("/api/marks")
+    assert marks.headers["access-control-allow-origin"] == "*" and marks.json() == {}  # the one mark was reworded
+    missing = client.get("/explorer/index.html")
+    assert missing.status_code == 404 and "no explorer at" in missing.text

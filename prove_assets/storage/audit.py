@@ -226,13 +226,13 @@ def audit_view(wh: Warehouse, qa_id: str) -> dict | None:
         return None
     row = pair.iloc[0].to_dict()
     qa = wh.read("verified_qa", {"qa_id": qa_id, "shard": row["shard"]})
-    image = wh.read("images", {"image_id": row["image_id"], "shard": row["shard"]}, columns=["caption"])
+    image = wh.read("images", {"image_id": row["image_id"], "shard": row["shard"]})
     facts = wh.read("answer_tuples", {"qa_id": qa_id, "shard": row["shard"]})
     fact_columns = ["kind", "entity", "value", "predicate", "target", "text"]
     return {
         **qa.iloc[0].to_dict(),
         **row,
-        "caption": str(image.iloc[0]["caption"]) if len(image) else "",
+        "caption": str(image.iloc[0].get("caption") or "") if len(image) else "",
         "facts": facts.reindex(columns=fact_columns).astype(object).where(facts.notna(), None).to_dict("records")
         if len(facts)
         else [],
