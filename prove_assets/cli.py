@@ -572,7 +572,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--n", type=int, default=20, help="size of the fixed random sample (default 20)")
     p.add_argument("--all", action="store_true", help="every kept pair (of --shard / --image), not a sample")
     p.add_argument("--seed", type=int, default=0, help="which fixed random sample (default 0)")
-    p.add_argument("--by", help="who audits (default: the OS user)")
+    p.add_argument("--by", help="who audits (default: the OS user); each auditor's marks are kept apart")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
         "--mark", nargs=2, metavar=("QA_ID", "VERDICT"), help="record one mark: correct|wrong|irrelevant|flawed"
@@ -581,7 +581,11 @@ def main(argv: list[str] | None = None) -> None:
     mode.add_argument(
         "--serve", action="store_true", help="audit in the browser: a page per pair on http://127.0.0.1:PORT/"
     )
-    mode.add_argument("--report", action="store_true", help="error rates with 95%% Wilson intervals")
+    mode.add_argument(
+        "--report",
+        action="store_true",
+        help="error rates with 95%% Wilson intervals, per auditor too, and two auditors' kappa",
+    )
     mode.add_argument("--export", metavar="FILE", help="write every mark to a JSON-lines file (to share an audit)")
     mode.add_argument(
         "--import", dest="import_file", metavar="FILE",
