@@ -7,10 +7,13 @@ import pytest
 
 from prove_assets.core.construction.gates import (
     ambiguous_name,
+    different_things,
     gate_pair,
     gate_rows,
     given_away,
+    hedged_value,
     incomplete,
+    introductions,
     trivial,
     unstated_name,
     untrusted_relation,
@@ -156,6 +159,39 @@ def test_several_things_of_a_bare_name_and_colours_the_tagger_misreads() -> None
     assert pair is not None and pair.verdict == "filtered_ambiguous"
     doc = parsed("A vase stands against a background of teal and deep green leaves.")
     assert "teal" in (incomplete(doc, "attribute", [attr("leaves", "color", "deep green")], ["vase", "leaves"]) or "")
+
+
+@needs_parser
+def test_one_name_brought_in_for_two_things_is_ambiguous() -> None:
+    # Two different lamps: one plural, one singular; two differently described puddles.
+    doc = parsed("Two brass lamps stand on the desk. A green lamp hangs above the door.")
+    assert different_things(doc, "lamp") is not None
+    doc = parsed("A wide puddle lies by the curb. Farther on, a shallow puddle reflects the sign.")
+    assert different_things(doc, "puddle") is not None
+    pair = gate_pair(doc, ["puddle", "curb", "sign"], "describe", [attr("puddle", "size", "wide")],
+                     "How would you describe the puddle?", "The puddle is wide and shallow.")  # fmt: skip
+    assert pair is not None and pair.verdict == "filtered_ambiguous" and "two different puddles" in pair.reason
+    # The same thing told again: a bare first mention and a described one, or pointed back to.
+    doc = parsed("A boy holds a kite. The kite is a bright yellow kite with a long tail.")
+    assert different_things(doc, "kite") is None
+    doc = parsed("A mug sits on a tray, a matching blue mug with a chipped rim.")
+    assert different_things(doc, "mug") is None
+    doc = parsed("A fern-covered bank slopes down. A tall fern grows by the gate.")
+    assert len(introductions(doc, "fern")) == 1  # "fern-covered" brings in no fern
+    # A name that says which one is left to `ambiguous_name`.
+    doc = parsed("Two brass lamps stand on the desk. A green lamp hangs above the door.")
+    assert gate_pair(doc, ["green lamp", "brass lamps", "door"], "attribute", [attr("green lamp", "color", "green")],
+                     "What color is the lamp above the door?", "The lamp is green.") is None  # fmt: skip
+
+
+@needs_parser
+def test_a_hedged_value_is_not_the_value() -> None:
+    doc = parsed("The dog has a short, almost black coat and a white chest.")
+    assert "almost black" in (hedged_value(doc, attr("coat", "color", "black")) or "")
+    assert hedged_value(doc, attr("chest", "color", "white")) is None
+    doc = parsed("The sail is nearly white. The mast is white.")
+    assert hedged_value(doc, attr("sail", "color", "white")) is not None
+    assert hedged_value(doc, attr("mast", "color", "white")) is None
 
 
 @needs_parser

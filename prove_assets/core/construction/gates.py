@@ -223,6 +223,67 @@ def _several_in_caption(doc: Any, name: str) -> bool:
     )
 
 
+# Determiners that point back to a thing already in view: a noun they lead is no new thing.
+_ANAPHORIC = {"the", "this", "that", "these", "those", "its", "their", "his", "her", "each", "both", "every",
+              "either", "neither", "same", "other"}  # fmt: skip
+
+
+def introductions(doc: Any, head: str) -> list[Any]:
+    """The mentions of a head noun that bring a thing into the caption: those with an indefinite
+    article, a number or no determiner ("a soft shadow", "two small flags", "into dark shadow"),
+    not those that point back ("the shadow", "its handle", "each eye"), nor a word inside a
+    hyphenated one ("tree-covered")."""
+    out = []
+    for tok in _mentions(doc, head):
+        if tok.pos_ not in ("NOUN", "PROPN") or tok.dep_ in ("compound", "poss"):
+            continue
+        joined_after = tok.i + 1 < len(doc) and doc[tok.i + 1].text == "-" and not tok.whitespace_
+        joined_before = tok.i > 0 and doc[tok.i - 1].text == "-" and not doc[tok.i - 1].whitespace_
+        if joined_after or joined_before:
+            continue
+        if any(c.dep_ in ("det", "poss", "predet") and c.lower_ in _ANAPHORIC for c in tok.children):
+            continue
+        out.append(tok)
+    return out
+
+
+def _described_by(tok: Any) -> set[str]:
+    return {c.lower_ for c in tok.children if c.dep_ == "amod"}
+
+
+def different_things(doc: Any, head: str) -> tuple[Any, Any] | None:
+    """Two mentions that bring in two different things of one name: one singular and one plural
+    ("two small flags", "an American flag"), or both described and neither description within
+    the other ("dark shadow", "a soft shadow"). A bare first mention may be the thing a later
+    one describes ("a saucer", "a matching red saucer")."""
+    new = introductions(doc, head)
+    for i, a in enumerate(new):
+        for b in new[i + 1 :]:
+            da, db = _described_by(a), _described_by(b)
+            plural = (a.tag_ in ("NNS", "NNPS")) != (b.tag_ in ("NNS", "NNPS"))
+            if plural or (da and db and not (da <= db or db <= da)):
+                return a, b
+    return None
+
+
+# Words that take back part of a value: "almost white" is not white.
+HEDGES = {"almost", "nearly", "partly", "partially", "slightly", "somewhat", "barely", "faintly", "mostly", "half",
+          "near"}  # fmt: skip
+
+
+def hedged_value(doc: Any, fact: SceneTuple) -> str | None:
+    """Why an attribute's value is not the caption's: every word the caption gives the thing that
+    says the value is hedged ("pale, almost white fur" is not white fur)."""
+    if fact.kind != "attribute" or not fact.value:
+        return None
+    word = _words(fact.value)[-1] if _words(fact.value) else ""
+    saying = [m for m in _modifiers(doc, _head(fact.entity)) if word and _has_word(m.text.lower(), word)]
+    hedges = [next((c for c in m.children if c.lower_ in HEDGES), None) for m in saying]
+    if saying and all(hedges):
+        return f"the caption calls the {_head(fact.entity)} {hedges[0].text} {saying[0].text}, not {fact.value}"
+    return None
+
+
 def _colour_words(text: str) -> set[str]:
     """The colour words of a text as written ("navy" stays navy: the which-program matches words)."""
     return {w for w in _WORD.findall(text.lower()) if class_words(w).get("color")}
@@ -435,14 +496,22 @@ def gate_pair(
     if caption_doc is None:
         return None
     for name in _names_asked(kind, facts):
-        if sum(_head(n) == _head(name) for n in nodes) == 1 and _several_in_caption(caption_doc, name):
+        if sum(_head(n) == _head(name) for n in nodes) > 1:
+            continue  # several nodes: `ambiguous_name` above decided
+        if _several_in_caption(caption_doc, name):
             return GateVerdict("ambiguous", f"the caption describes more than one {_head(name)}, the graph one")
+        two = different_things(caption_doc, _head(name)) if len(name_key(name)) == 1 else None
+        if two:
+            said = " and ".join(repr(" ".join(t.text for t in tok.subtree if t.i <= tok.i)) for tok in two)
+            return GateVerdict(
+                "ambiguous", f"the caption brings in two different {_head(name)}s ({said}), the graph one"
+            )
     for name in _names_asked(kind, facts):
         why = unstated_name(caption_doc.text, name) or verb_name(caption_doc, name)
         if why:
             return GateVerdict("untrusted", why)
     for f in facts:
-        why = untrusted_relation(caption_doc, f, kind in PLACE_KINDS)
+        why = untrusted_relation(caption_doc, f, kind in PLACE_KINDS) or hedged_value(caption_doc, f)
         if why:
             return GateVerdict("untrusted", why)
     why = incomplete(caption_doc, kind, facts, nodes)
