@@ -201,6 +201,12 @@ def test_a_description_leaves_out_nothing_the_caption_says_of_the_thing() -> Non
     assert "oval" in (incomplete(doc, "describe", facts, ["pupils", "cat"]) or "")
     facts.append(attr("pupils", "shape", "oval"))
     assert incomplete(doc, "describe", facts, ["pupils", "cat"]) is None
+    # A describing word the tagger made a compound, and colours of a participle's phrase.
+    doc = parsed("The lizard has narrow, slanted oval scales along its back.")
+    assert "oval" in (incomplete(doc, "describe", [attr("scales", "shape", "narrow")], ["scales", "lizard"]) or "")
+    doc = parsed("A kite trails long ribbons streaked with gold and green.")
+    why = incomplete(doc, "attribute", [attr("ribbons", "state", "long")], ["ribbons", "kite"])
+    assert "gold" in (why or "") or "green" in (why or "")
 
 
 def test_answers_their_own_names_give_are_trivial() -> None:

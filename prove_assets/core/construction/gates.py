@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prove_assets.core.construction.canonical import name_key, singular
+from prove_assets.core.construction.canonical import name_key, singular, word_class
 from prove_assets.core.strict import class_words
 from prove_assets.core.tuples import SceneTuple
 
@@ -177,6 +177,10 @@ def _modifiers(doc: Any, head: str) -> list[Any]:
         # "ribbons in red, blue and white": the colours of a noun's "in" phrase.
         mods += [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "in" for o in c.children
                  if o.dep_ == "pobj" and _colour_words(o.text)]  # fmt: skip
+        # "spikes tinged with red and blue": the colours of a participle's "with" / "in" phrase.
+        phrases = [p for c in tok.children if c.dep_ == "acl" for p in c.children
+                   if p.dep_ == "prep" and p.lower_ in ("with", "in")]  # fmt: skip
+        mods += [o for p in phrases for o in p.children if o.dep_ == "pobj" and _colour_words(o.text)]
         # "teal and deep green leaves" read as two nouns: a colour conjunct is the noun's colour.
         mods += [c for c in tok.conjuncts if _colour_words(c.text)]
         # "the rug is red", "lamps glow a bright yellow-white": what the noun's verb says it is.
@@ -195,7 +199,10 @@ def _adjectives_of(doc: Any, head: str) -> set[str]:
     kind of it ("compound"), position and relational words."""
     from prove_assets.core.construction.parse_extract import NON_DESCRIPTIVE
 
-    words = {t.text.lower() for t in _modifiers(doc, head) if t.dep_ not in ("compound", "nmod", "pobj", "dobj")}
+    # A describing word in a compound or a phrase ("vertical oval pupils", "spikes tinged with
+    # red") still describes; other nouns there name kinds and things.
+    words = {t.text.lower() for t in _modifiers(doc, head)
+             if t.dep_ not in ("compound", "nmod", "pobj", "dobj") or word_class(t.text.lower())}  # fmt: skip
     return words - NON_DESCRIPTIVE - _POSITION
 
 
