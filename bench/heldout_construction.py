@@ -86,7 +86,7 @@ def report(sets: list[str], marks_file: Path) -> None:
     import pandas as pd
 
     from prove_assets.config import warehouse_location
-    from prove_assets.core.audit import audit_report, latest_marks
+    from prove_assets.core.audit import audit_report, latest_marks, pair_verdicts
     from prove_assets.core.construction.generation import facts_from_json
     from prove_assets.core.scoring import question_type
     from prove_assets.storage.parquet_warehouse import open_warehouse
@@ -124,10 +124,11 @@ def report(sets: list[str], marks_file: Path) -> None:
         if m.empty:
             continue
         now = m[m["verdict_now"].isin(["kept", "flagged"])]
-        print(f"audited pairs kept now: {len(now)} of {len(kept)} kept")
+        print(f"audited pairs kept now: {now['qa_id'].nunique()} of {len(kept)} kept")
         table = audit_report(now.assign(shard=name))
-        print(table[table["scope"].isin(["all", "kind"])].to_string(index=False))
-        gate = m[~m["verdict_now"].isin(["kept", "flagged"])]
+        print(table[table["scope"].isin(["all", "kind", "auditor"])].to_string(index=False))
+        # A pair counts once, with its most severe mark, as in the report above.
+        gate = pair_verdicts(m[~m["verdict_now"].isin(["kept", "flagged"])])
         if len(gate):
             print("gates on audited pairs (dropped now: marked correct / wrong / flawed / irrelevant):")
             print(pd.crosstab(gate["verdict_now"], gate["verdict"]).to_string())

@@ -185,6 +185,30 @@ def test_one_name_brought_in_for_two_things_is_ambiguous() -> None:
 
 
 @needs_parser
+def test_a_relation_to_a_later_list_item_or_a_broken_idiom_is_untrusted() -> None:
+    # The phrase places the first object; the target is a new phrase of the list after it.
+    doc = parsed("The chair has a green cushion with stains on its seat, thin steel legs, and a low back.")
+    assert "only follows in a list" in (untrusted_relation(doc, rel("stains", "on", "legs")) or "")
+    doc = parsed("The puppy sleeps with its nose pressed against its blanket and its tail curled.")
+    assert untrusted_relation(doc, rel("nose", "pressed against", "tail")) is not None
+    doc = parsed("Plates are stacked on the table and the counter.")
+    assert untrusted_relation(doc, rel("plates", "stacked on", "counter")) is None
+    # "in the front of the hall" is a part of the hall; "in front of the hall", a place before it.
+    doc = parsed("The chairs in the front of the hall are red.")
+    assert "in the front of" in (untrusted_relation(doc, rel("chairs", "in front of", "hall")) or "")
+    doc = parsed("A fountain stands in front of the hall.")
+    assert untrusted_relation(doc, rel("fountain", "in front of", "hall")) is None
+    doc = parsed("A lamp hangs over the middle of the table.")
+    assert untrusted_relation(doc, rel("lamp", "over the middle of", "table")) is None
+
+
+def test_asking_what_a_thing_says_or_reads_is_unnatural() -> None:
+    pair = gate_pair(None, ["sign"], "text", [SceneTuple("attribute", "sign", attribute_type="text", value='"exit"')],
+                     "What does the sign say or read?", 'The sign says "exit".')  # fmt: skip
+    assert pair is not None and pair.verdict == "filtered_unnatural"
+
+
+@needs_parser
 def test_a_hedged_value_is_not_the_value() -> None:
     doc = parsed("The dog has a short, almost black coat and a white chest.")
     assert "almost black" in (hedged_value(doc, attr("coat", "color", "black")) or "")

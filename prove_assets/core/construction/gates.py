@@ -62,6 +62,7 @@ _UNNATURAL = re.compile(
     r"|\bthings? (?:from|of|is|are) the\b(?! picture| photo| image)"
     r"|\bwhat part of (?:the|a|an) \w+(?: \w+)? is (?:this|that|it)\b"
     r"|\bhow (?:does|do) .* look like\b"
+    r"|\bsay or read\b"
 )
 # Values that say a thing is there, not what it is like ("The button is gold and visible").
 _NO_DESCRIPTION = {"visible", "shown", "seen", "present", "pictured", "depicted", "there"}
@@ -358,6 +359,18 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
     if as_place and governor.tag_ == "VBN" and governor.lemma_.lower() in _MANNER_VERBS:
         said = governor.text if governor.i == pred.i else f"{governor.text} {pred.text}"
         return f"'{said}' tells a manner or content, not a place"
+    # "in the front of the painting" is a part of it, "in front of the painting" a place before it.
+    words = _words(fact.predicate or "")
+    first = (_pobj_chain(pred) or [None])[0]
+    idiom = len(words) == 3 and words[2] == "of" and first is not None and first.lower_ == words[1]
+    if idiom and any(c.dep_ == "det" for c in first.children):
+        return f"the caption says '{pred.text} the {first.text} of', not '{fact.predicate}'"
+    # The target only as a later conjunct of another object ("cracks on its surface, curved
+    # handlebars", "paws under its chest and its eyes"): the phrase places the first object.
+    objects = _pobj_chain(pred)
+    if objects and objects[0].i != obj.i and obj in objects[0].conjuncts and _new_phrase(obj):
+        placed = f"{objects[0].head.text} the {objects[0].text}"
+        return f"'{placed}' places the {source.text}; the {obj.text} only follows in a list"
     # A nearer noun between the source and the preposition may be what the phrase places.
     between = [t for t in source.doc[source.i + 1 : pred.i] if t.pos_ in ("NOUN", "PROPN") and t.dep_ != "compound"]
     if between:
@@ -372,6 +385,20 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
         if subjects and subjects[0].i != source.i:
             return f"'{pred.text} the {obj.text}' may place the {subjects[0].text}, not the {source.text}"
     return None
+
+
+def _pobj_chain(pred: Any) -> list[Any]:
+    """The objects of a preposition, or of the preposition a verb takes ("tucked under X")."""
+    preps = [pred] if pred.dep_ in ("prep", "agent") or pred.pos_ == "ADP" else [c for c in pred.children
+                                                                                 if c.dep_ == "prep"]  # fmt: skip
+    return [o for p in preps for o in p.children if o.dep_ == "pobj"]
+
+
+def _new_phrase(tok: Any) -> bool:
+    """A conjunct that starts a noun phrase of its own: after a comma, or with its own possessive."""
+    before = tok.doc[tok.left_edge.i - 1] if tok.left_edge.i > 0 else None
+    own = any(c.dep_ == "poss" for c in tok.children)
+    return own or (before is not None and before.text == ",")
 
 
 def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence[str]) -> str | None:
