@@ -5,7 +5,9 @@ away in the question), the verdicts each gate gave, and, where the audit marks f
 these pairs, the audited error rates and each gate's catch of wrong pairs and loss of right ones.
 
 The captions have no photos: each gets a blank placeholder image, since construction reads only
-the caption. The sets are `bench/heldout/` and `bench/heldout2/` (captions.jsonl each).
+the caption. The sets are `bench/heldout/` and `bench/heldout2/` (captions.jsonl each);
+`--sets dev` builds `bench/dev/`, development captions rules may be written from (its marks:
+`--marks bench/dev_audit.jsonl`). The recorded ledger holds the calls of all three.
 
 Requests the recorded held-out ledger (`bench/heldout_ledger.jsonl.gz`) cannot answer go to the
 configured construction LLM (the embedded model by default), so run it with a DAGSTER_HOME of
