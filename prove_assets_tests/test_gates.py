@@ -148,6 +148,11 @@ def test_a_name_the_caption_uses_only_as_a_verb_is_no_thing() -> None:
     doc = parsed("A small window on the right lets in soft light. The lamp shines on the desk.")
     assert "verb" in (verb_name(doc, "lets") or "") and "verb" in (verb_name(doc, "shines") or "")
     assert verb_name(doc, "window") is None and verb_name(doc, "lamp") is None
+    # The tagger's -s noun joined to a predicate adjective is the sentence's second verb; one with
+    # a later subjectless verb is that verb's subject.
+    assert verb_name(parsed("The fence is old and leans against the shed."), "leans") is not None
+    assert verb_name(parsed("The road is wet and puddles in the ruts reflect the sky."), "puddles") is None
+    assert verb_name(parsed("The table holds plates on a tray."), "plates") is None
 
 
 @needs_parser

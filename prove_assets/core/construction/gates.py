@@ -140,15 +140,26 @@ def verb_name(doc: Any, name: str) -> str | None:
 
 
 def _verb_read_as_noun(tok: Any) -> bool:
-    """A sentence has a verb: in one the small tagger left without any, an -s word followed by
-    a preposition is it ("a window on the right lets in light")."""
+    """An -s word the small tagger read as a noun where the sentence needs it as its verb, followed
+    by a preposition: in a sentence it left without any verb ("a window on the right lets in
+    light"); joined to a predicate adjective ("the soil is dark brown and lies in furrows"); or
+    as the object of a plural-form verb whose subject is singular, a noun the tagger made the
+    verb ("a blue train with its doors open waits at the platform")."""
     nxt = tok.doc[tok.i + 1] if tok.i + 1 < len(tok.doc) else None
-    return (
-        tok.tag_ == "NNS"
-        and nxt is not None
-        and nxt.pos_ in ("ADP", "PART")
-        and not any(t.pos_ in ("VERB", "AUX") for t in tok.sent)
-    )
+    if tok.tag_ != "NNS" or nxt is None or nxt.pos_ not in ("ADP", "PART") or nxt.lower_ == "of":
+        return False
+    if not any(t.pos_ in ("VERB", "AUX") for t in tok.sent):
+        return True
+    # A later verb with no subject of its own has this word as subject ("puddles ... reflect").
+    subjectless = [t for t in tok.sent if t.i > tok.i and t.pos_ == "VERB" and t.dep_ in ("ROOT", "conj", "ccomp")
+                   and not any(c.dep_ in ("nsubj", "nsubjpass", "expl") for c in t.children)]  # fmt: skip
+    if subjectless:
+        return False
+    if tok.dep_ == "conj" and tok.head.pos_ == "ADJ" and tok.head.dep_ in ("acomp", "conj"):
+        return True
+    head = tok.head
+    singular_subject = any(c.dep_ == "nsubj" and c.tag_ in ("NN", "NNP") for c in head.children)
+    return tok.dep_ == "dobj" and head.tag_ == "VBP" and singular_subject
 
 
 def _names_asked(kind: str, facts: Sequence[SceneTuple]) -> list[str]:
