@@ -213,6 +213,25 @@ def test_asking_what_a_thing_says_or_reads_is_unnatural() -> None:
     assert pair is not None and pair.verdict == "filtered_unnatural"
 
 
+@pytest.mark.parametrize(
+    ("kind", "question", "unnatural"),
+    [
+        ("attribute", "What does the ropes look like?", True),  # verb and noun disagree
+        ("attribute", "What do the kettle look like?", True),
+        ("attribute", "What does the glass look like?", False),
+        ("attribute", "What does the canvas show?", False),
+        ("attribute", "What do the mittens look like?", False),
+        ("describe", "What are the pebbles in this scene?", True),  # asks what, not what like
+        ("describe", "What is the color and texture of the rug?", False),
+        ("describe", "How would you describe the pebbles?", False),
+    ],
+)
+def test_wording_a_person_would_not_use_is_unnatural(kind: str, question: str, unnatural: bool) -> None:
+    pair = gate_pair(None, ["ropes", "kettle", "glass", "canvas", "mittens", "pebbles", "rug"], kind,
+                     [attr("rug", "color", "red")], question, "It is red.")  # fmt: skip
+    assert (pair is not None and pair.verdict == "filtered_unnatural") == unnatural
+
+
 @needs_parser
 def test_a_hedged_value_is_not_the_value() -> None:
     doc = parsed("The dog has a short, almost black coat and a white chest.")

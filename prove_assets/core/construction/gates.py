@@ -64,6 +64,12 @@ _UNNATURAL = re.compile(
     r"|\bhow (?:does|do) .* look like\b"
     r"|\bsay or read\b"
 )
+# "What does the seams look like?": a singular verb before a plural noun, or the reverse.
+_DISAGREEING = re.compile(r"\b(?:does|is) the (?:\w+ )?\w+[^suina\W]s\b(?! of)|\bdo the \w*[^s\W] look\b")
+# A description asked as "What are the furrows?": that asks what a thing is, not what it is like.
+_WHAT_NOT_HOW = re.compile(
+    r"^what (?:is|are) the (?!.*\bof\b)[\w ]+?(?: in (?:this|the) (?:scene|picture|image|photo))?\?$"
+)
 # Values that say a thing is there, not what it is like ("The button is gold and visible").
 _NO_DESCRIPTION = {"visible", "shown", "seen", "present", "pictured", "depicted", "there"}
 
@@ -529,6 +535,10 @@ def gate_pair(
         return None
     if _UNNATURAL.search(question.lower()):
         return GateVerdict("unnatural", f"the question reads {_UNNATURAL.search(question.lower())[0]!r}")
+    if _DISAGREEING.search(question.lower()):
+        return GateVerdict("unnatural", f"the question reads {_DISAGREEING.search(question.lower())[0]!r}")
+    if kind == "describe" and _WHAT_NOT_HOW.match(question.lower().strip()):
+        return GateVerdict("unnatural", "a description asked as what the thing is, not what it is like")
     for name in _names_asked(kind, facts):
         why = ambiguous_name(name, nodes, f"{question} {answer}", neighbours)
         if why:
