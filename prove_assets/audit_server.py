@@ -71,7 +71,8 @@ class AuditSession:
         return audit_sample(audit_pool(self.wh, self.shard, self.image_ids), set(), self.n, self.seed)
 
     def own_marks(self) -> dict[str, dict[str, Any]]:
-        return {m["qa_id"]: m for m in marks_by(self.wh, self.auditor).to_dict("records")}
+        marks = marks_by(self.wh, self.auditor).to_dict("records")
+        return {m["qa_id"]: {**m, "note": m["note"] if isinstance(m.get("note"), str) else ""} for m in marks}
 
     def next_unmarked(self, queue: pd.DataFrame, marked: dict[str, Any], after: str | None = None) -> str | None:
         """The first pair of the sample this auditor has not marked, after `after` (wrapping round)."""
@@ -172,7 +173,8 @@ def build_app(session: AuditSession, explorer_dir: Path | None = None) -> Starle
         current = current_marks(latest_marks(read_audit_log(session.wh)), benchmark_pairs(session.wh))
         out: dict[str, list[dict[str, str]]] = {}
         for m in current.itertuples():
-            out.setdefault(m.qa_id, []).append({"by": m.audited_by, "verdict": m.verdict, "note": m.note or ""})
+            note = m.note if isinstance(m.note, str) else ""  # an imported mark may have none (NaN)
+            out.setdefault(m.qa_id, []).append({"by": m.audited_by, "verdict": m.verdict, "note": note})
         return JSONResponse(out, headers=OPEN_TO_ANY_ORIGIN)
 
     def ping(request: Request) -> Response:

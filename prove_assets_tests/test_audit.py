@@ -392,5 +392,13 @@ def test_audit_server_refuses_bad_marks_and_names_what_is_missing(built, tmp_pat
     assert photo.status_code == 404 and "photo unavailable" in photo.text
     marks = client.get("/api/marks")
     assert marks.headers["access-control-allow-origin"] == "*" and marks.json() == {}  # the one mark was reworded
+    # An imported mark without a note (NaN in the log) reads as an empty note, not a server error.
+    second = client.get("/next", follow_redirects=False).headers["location"].removeprefix("/pair/")
+    pair = wh.read("verified_qa").set_index("qa_id").loc[second]
+    client.post("/api/mark", json={**mark, "qa_id": second, "question": pair.question, "answer": pair.answer})
+    with wh.connect() as con:
+        con.execute(f"UPDATE {SCHEMA}.qa_audit_log SET note = NULL")
+    assert client.get("/api/marks").json() == {second: [{"by": "tester", "verdict": "wrong", "note": ""}]}
+    assert client.get(f"/pair/{second}").status_code == 200
     missing = client.get("/explorer/index.html")
     assert missing.status_code == 404 and "no explorer at" in missing.text

@@ -12,7 +12,7 @@ import pandas as pd
 
 from prove_assets.config import SAMPLE_DIR
 from prove_assets.core import plots, progress
-from prove_assets.core.explorer import explorer_index, image_page_path, index_html, qa_link, write_explorer
+from prove_assets.core.explorer import explorer_index, image_page_path, index_html, qa_html, qa_link, write_explorer
 from prove_assets.storage.warehouse import Warehouse
 from prove_assets_tests.pipeline import run_selection, scripted_resources, shard_model
 
@@ -350,3 +350,17 @@ def test_sandbox_reports_progress_per_batch():
     assert [r.output for r in results] == ["red"] * 40
     assert len(calls) >= 2 and calls[-1] == (40, 40)
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_a_pair_carries_its_audit_marks_as_json_the_page_can_read():
+    """Each auditor's latest mark goes into the pair's `data-marks` as valid JSON: a missing note
+    (NaN in a DataFrame) is an empty string, not a NaN the page's JSON.parse would choke on."""
+    import html as html_lib
+
+    marks = [{"by": "alice", "verdict": "wrong", "note": float("nan")}, {"by": "bob", "verdict": "correct", "note": ""}]
+    page = qa_html({"qa_id": "img-1", "verdict": "kept", "question": "Q?", "answer": "A."}, [], [], marks)
+    data = re.search(r"data-marks='([^']*)'", page).group(1)
+    assert json.loads(html_lib.unescape(data)) == [
+        {"by": "alice", "verdict": "wrong", "note": ""},
+        {"by": "bob", "verdict": "correct", "note": ""},
+    ]

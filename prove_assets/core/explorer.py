@@ -256,6 +256,11 @@ def response_html(resp: Mapping[str, Any], scores: list[Mapping[str, Any]]) -> s
     )
 
 
+def _mark(mark: Mapping[str, Any]) -> dict[str, str]:
+    """An audit mark as the page's script shows it (text only: a missing note is no NaN in JSON)."""
+    return {k: mark.get(k) if isinstance(mark.get(k), str) else "" for k in ("by", "verdict", "note")}
+
+
 def qa_html(
     qa: Mapping[str, Any], responses: list[str], answer_tuples: list[str], marks: Sequence[Mapping[str, Any]] = ()
 ) -> str:
@@ -276,7 +281,7 @@ def qa_html(
     program = _e(qa.get("program"))
     out = (
         f"<section class='qa {'kept' if kept else 'dropped'}' id='{_e(qa_id)}' data-verdict='{_e(verdict)}' "
-        f"data-marks='{_e(json.dumps([{k: m.get(k) for k in ('by', 'verdict', 'note')} for m in marks]))}' "
+        f"data-marks='{_e(json.dumps([_mark(m) for m in marks]))}' "
         f"data-qtype='{_e(qtype)}' data-complexity='{_e(qa.get('complexity'))}'>"
         f"<div class='qhead'><a class='anchor' href='#{_e(urllib.parse.quote(qa_id, safe=''))}'>#</a> "
         f"<b>Q:</b> {_e(qa.get('question'))} {meta}</div>"
