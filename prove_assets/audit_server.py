@@ -83,9 +83,9 @@ class AuditSession:
     def mark(self, qa_id: str, verdict: str, note: str, shown: tuple[str, str]) -> dict[str, Any]:
         with self._lock:
             write = record_audit(self.wh, qa_id, verdict, note, self.auditor, shown=shown)
-        self.recorded += write.recorded
-        if write.action:
-            self.flagged.add(write.shard)
+            self.recorded += write.recorded
+            if write.action:
+                self.flagged.add(write.shard)
         queue, marked = self.queue(), self.own_marks()
         nxt = self.next_unmarked(queue, marked, after=qa_id)
         done = int(queue["qa_id"].isin(list(marked)).sum())
@@ -135,9 +135,8 @@ def build_app(session: AuditSession, explorer_dir: Path | None = None) -> Starle
             "before": f"/pair/{ids[at - 1]}" if at else None,
             "after": f"/pair/{ids[at + 1]}" if at is not None and at + 1 < len(ids) else None,
         }
-        own = marked.get(qa_id)
-        shown_now = own and (own["question"], own["answer"]) == (view["question"], view["answer"])
-        page = pair_page_html(view, session.auditor, own if shown_now else None, audit_progress(queue, marked), links)
+        # `own_marks` holds only marks of pairs as they read now: a rebuilt pair shows none.
+        page = pair_page_html(view, session.auditor, marked.get(qa_id), audit_progress(queue, marked), links)
         return HTMLResponse(page)
 
     def done(request: Request) -> Response:
