@@ -230,6 +230,12 @@ def kappa_with_interval(
     return kappa(x, y), float(lo), float(hi)
 
 
+def _agreement(x: list[str], y: list[str], labels: list[str]) -> list[float]:
+    """Percent equal, then Cohen's kappa and its interval, rounded for the report."""
+    agree = 100 * sum(u == v for u, v in zip(x, y, strict=True)) / len(x)
+    return [round(agree, 1), *(round(k, 3) for k in kappa_with_interval(x, y, labels))]
+
+
 def audit_agreement(latest: pd.DataFrame) -> pd.DataFrame:
     """Agreement of each two auditors on the pairs both marked (latest mark each): the share of
     equal verdicts and Cohen's kappa with a 95% bootstrap interval, over the four verdicts and
@@ -244,27 +250,9 @@ def audit_agreement(latest: pd.DataFrame) -> pd.DataFrame:
                 if both.empty:
                     continue
                 a, b = both[name_a].tolist(), both[name_b].tolist()
-                keep_a = ["keep" if v == "correct" else "out" for v in a]
-                keep_b = ["keep" if v == "correct" else "out" for v in b]
-                kappa = kappa_with_interval(a, b, list(VERDICTS))
-                kappa_keep = kappa_with_interval(keep_a, keep_b, ["keep", "out"])
-                agree = sum(x == y for x, y in zip(a, b, strict=True))
-                keep_agree = sum(x == y for x, y in zip(keep_a, keep_b, strict=True))
+                keep = [["keep" if v == "correct" else "out" for v in x] for x in (a, b)]
                 rows.append(
-                    {
-                        "auditor_a": name_a or "(anonymous)",
-                        "auditor_b": name_b or "(anonymous)",
-                        "both_marked": len(both),
-                        "agree_pct": round(100 * agree / len(both), 1),
-                        **dict(zip(("kappa", "kappa_lo", "kappa_hi"), (round(k, 3) for k in kappa), strict=True)),
-                        "keep_agree_pct": round(100 * keep_agree / len(both), 1),
-                        **dict(
-                            zip(
-                                ("kappa_keep", "kappa_keep_lo", "kappa_keep_hi"),
-                                (round(k, 3) for k in kappa_keep),
-                                strict=True,
-                            )
-                        ),
-                    }
-                )
+                    [name_a or "(anonymous)", name_b or "(anonymous)", len(both),
+                     *_agreement(a, b, list(VERDICTS)), *_agreement(*keep, ["keep", "out"])]
+                )  # fmt: skip
     return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS))

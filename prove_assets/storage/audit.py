@@ -136,7 +136,8 @@ def record_audit(
         )
     auditor = auditor_name(audited_by)
     shard = str(row["shard"])
-    marks = latest_marks(read_audit_log(wh).query("qa_id == @qa_id"))
+    wh.ensure_table(AUDIT_LOG_DDL)
+    marks = latest_marks(wh.query(f"SELECT * FROM {SCHEMA}.qa_audit_log WHERE qa_id = ? ORDER BY audited_at", [qa_id]))
     others = marks[marks["audited_by"] != auditor] if len(marks) else marks
     now = (verdict, note, row["question"], row["answer"])
     for last in marks[marks["audited_by"] == auditor].itertuples() if len(marks) else ():
