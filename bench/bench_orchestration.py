@@ -23,7 +23,6 @@ import argparse
 import functools
 import json
 import os
-import random
 import resource
 import subprocess
 import sys
@@ -216,38 +215,14 @@ def sample_overhead() -> None:
 
 
 # --- 2. the synthetic dataset --------------------------------------------------------------------
-OBJECTS = ["mug", "table", "chair", "lamp", "book", "vase", "bottle", "plate", "window", "rug", "clock", "bowl"]
-COLORS = ["red", "blue", "green", "white", "black", "brown", "yellow", "gray", "orange"]
-MATERIALS = ["wooden", "metal", "glass", "plastic", "ceramic", "stone"]
-PREPS = ["on", "next to", "under", "behind", "in front of", "beside"]
-
-
-def synthetic_caption(rng: random.Random) -> str:
-    """Four sentences in the forms the scripted test server's rule-based extractor reads."""
-    a, b, c, d = rng.sample(OBJECTS, 4)
-    return (
-        f"A {rng.choice(COLORS)} {a} is {rng.choice(PREPS)} the {rng.choice(MATERIALS)} {b}. "
-        f"The {b} is {rng.choice(PREPS)} a {rng.choice(COLORS)} {c}. "
-        f"A {rng.choice(MATERIALS)} {d} stands {rng.choice(PREPS)} the {c}. "
-        f"The {c} is {rng.choice(COLORS)}."
-    )
-
-
 def make_dataset(tmp: Path, n: int) -> None:
-    from prove_assets.config import SAMPLE_DIR
+    """n synthetic images (the soak's generator: template captions, the sample's photos) and the
+    `gold` model, named by PROVE_DATASETS / PROVE_MODELS."""
+    from prove_assets_tests.soak import synthetic_dataset
 
-    rng = random.Random(n)
-    photos = sorted((SAMPLE_DIR / "images").iterdir())
-    lines = [
-        json.dumps({"id": f"synth{i:05d}", "image": str(photos[i % len(photos)]), "caption": synthetic_caption(rng)})
-        for i in range(n)
-    ]
-    (tmp / "synth.jsonl").write_text("\n".join(lines) + "\n")
-    (tmp / "datasets.yaml").write_text(
-        f"datasets:\n  synth:\n    loader: jsonl\n    path: {tmp / 'synth.jsonl'}\n    shard_size: 50\n"
-    )
+    datasets = synthetic_dataset(tmp, n)
     (tmp / "models.yaml").write_text("models:\n  gold:\n    backend: gold\n")
-    os.environ["PROVE_DATASETS"] = str(tmp / "datasets.yaml")
+    os.environ["PROVE_DATASETS"] = str(datasets)
     os.environ["PROVE_MODELS"] = str(tmp / "models.yaml")
 
 

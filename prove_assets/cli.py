@@ -163,10 +163,10 @@ def cmd_run_program(args: argparse.Namespace) -> None:
 
     source = Path(args.file).read_text()
     if args.scene_graph:
-        from prove_assets.core.scene_graph_io import SceneGraphFormatError, scene_graph_json
+        from prove_assets.core.scene_graph_io import SceneGraphFormatError, read_scene_graph_file
 
         try:
-            sg_json = scene_graph_json(Path(args.scene_graph).read_text(), args.scene_graph)
+            sg_json = read_scene_graph_file(Path(args.scene_graph))
         except SceneGraphFormatError as exc:
             raise SystemExit(f"invalid scene graph: {exc}") from None
     else:

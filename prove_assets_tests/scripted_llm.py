@@ -211,6 +211,14 @@ class _Server(ThreadingHTTPServer):
     # loaded machine: the kernel drops the SYN and the client retries it only after 1 s.
     request_queue_size = 128
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (its timeout passed during an injected hang) closed the socket:
+        # the late reply's broken pipe is the fault working, not a server error worth a traceback.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class ScriptedLLMServer:
     """`with ScriptedLLMServer() as s:` -> s.base_url. Fault injection: `s.faults.append(fn)`,
@@ -221,7 +229,10 @@ class ScriptedLLMServer:
     `Authorization: Bearer <api_key>` get 401; `served_models` is what `GET /models` lists and,
     with `strict_models`, chat requests for any other model get 404 (as OpenAI and vLLM do;
     llama.cpp answers any name); `fail_all` = (status, body) answers every chat request with
-    that error until set back to None (an endpoint that breaks mid-run)."""
+    that error until set back to None (an endpoint that breaks mid-run); `chaos(body)`, when set,
+    is asked on every chat request after the one-shot faults, like a fault (a standing fault
+    plan: the soak's random errors, hangs and garbled bodies); `down` = True drops every
+    connection, `GET /models` included (an endpoint that is gone for a stretch)."""
 
     def __init__(
         self,
@@ -231,6 +242,7 @@ class ScriptedLLMServer:
         api_key: str | None = None,
         served_models: tuple[str, ...] = ("scripted",),
         strict_models: bool = False,
+        keep_requests: bool = True,
     ):
         self.reply = reply
         self.delay_s = delay_s
@@ -239,8 +251,14 @@ class ScriptedLLMServer:
         self.served_models = served_models
         self.strict_models = strict_models
         self.fail_all: tuple[int, bytes] | None = None
+        self.chaos: Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes] | None] | None = None
+        self.down = False
         self.get_requests: list[str] = []  # paths of GET requests (GET /models)
+        # Every request body, for tests to read; a soak of tens of thousands of requests with
+        # images in them keeps only the count (`keep_requests=False`).
+        self.keep_requests = keep_requests
         self.requests: list[dict[str, Any]] = []
+        self._chat_count = 0
         self.request_headers: list[dict[str, str]] = []  # HTTP headers of each request, same order
         self.faults: deque[Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes] | None]] = deque()
         self._lock = threading.Lock()
@@ -257,9 +275,16 @@ class ScriptedLLMServer:
                     return True
                 return False
 
+            def _drop(self) -> None:
+                self.close_connection = True
+                self.connection.shutdown(2)
+
             def do_GET(self) -> None:
                 with server._lock:
                     server.get_requests.append(self.path)
+                if server.down:
+                    self._drop()
+                    return
                 if self._unauthorized():
                     return
                 models = [{"id": m, "object": "model", "owned_by": "scripted"} for m in server.served_models]
@@ -268,10 +293,17 @@ class ScriptedLLMServer:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 with server._lock:
-                    server.requests.append(body)
+                    server._chat_count += 1
+                    if server.keep_requests:
+                        server.requests.append(body)
                     server.request_headers.append(dict(self.headers.items()))
                     fault = server.faults.popleft() if server.faults else None
                     fail_all = server.fail_all
+                if server.down:
+                    self._drop()
+                    return
+                if fault is None and server.chaos is not None:
+                    fault = server.chaos
                 if self._unauthorized():
                     return
                 if server.strict_models and body.get("model") not in server.served_models:
@@ -288,8 +320,7 @@ class ScriptedLLMServer:
                     if out is not None:
                         status, headers, raw = out
                         if status == 0:  # drop the connection
-                            self.close_connection = True
-                            self.connection.shutdown(2)
+                            self._drop()
                             return
                         self._send(status, headers, raw)
                         return
@@ -329,7 +360,7 @@ class ScriptedLLMServer:
 
     @property
     def chat_requests(self) -> int:
-        return len(self.requests)
+        return self._chat_count
 
     def __enter__(self) -> ScriptedLLMServer:
         self._thread.start()

@@ -158,6 +158,23 @@ def test_two_500s_then_success(wh: Warehouse) -> None:
         [res] = LLMGateway(settings(server, max_retries=2), wh).run([LLMRequest(PROMPT, {"x": "b"}, schema=OBJ)])
         assert res.error is None and res.data == {"echo": "b"}
         assert server.chat_requests == 3
+    # The attempts the client retried leave no row of their own: the call's row counts them.
+    [row] = calls(wh).to_dict("records")
+    assert row["failed_attempts"] == "server_error,server_error" and null(row["error"])
+
+
+def test_failed_attempts_name_timeouts_resets_and_the_last_failure(wh: Warehouse) -> None:
+    hang = lambda body: time.sleep(1.0)  # noqa: E731 - past the 0.5 s timeout, then a late reply
+    with ScriptedLLMServer(reply=echo) as server:
+        server.faults.extend([hang, fault(0), fault(429, FAST_RETRY)])
+        [ok] = LLMGateway(settings(server, max_retries=3, timeout_s=0.5), wh).run([LLMRequest(PROMPT, {"x": "t"})])
+        assert ok.error is None
+        server.faults.extend([fault(503, FAST_RETRY)] * 2)
+        [bad] = LLMGateway(settings(server, max_retries=1), wh).run([LLMRequest(PROMPT, {"x": "u"})])
+        assert bad.error_kind == "server_error"
+    rows = calls(wh).set_index("call_id")
+    assert rows.loc[ok.call_id, "failed_attempts"] == "timeout,connection,rate_limit"
+    assert rows.loc[bad.call_id, "failed_attempts"] == "server_error,server_error"  # the last one too
 
 
 def test_retries_exhausted_is_recorded_not_cached_and_retried_next_run(wh: Warehouse) -> None:
@@ -198,13 +215,32 @@ def test_non_retryable_and_garbled_responses_become_errors(wh: Warehouse) -> Non
                 ),
             ]
         )
-        gw = LLMGateway(settings(server, max_retries=3), wh)
+        gw = LLMGateway(settings(server), wh)  # no retries
         results = gw.run([LLMRequest(PROMPT, {"x": str(i)}) for i in range(3)])
         assert server.chat_requests == 3  # a 400 is not retried
         assert "BadRequestError" in results[0].error
         assert results[1].error and results[2].error
+        assert results[1].error_kind == results[2].error_kind == "bad_response"
         assert all(r.data is None for r in results)
         assert gw.failed == 3 and calls(wh)["error"].notna().sum() == 3
+
+
+def test_a_garbled_body_is_retried_like_a_server_error(wh: Warehouse) -> None:
+    """Found by the soak (issue 31): the openai client does not retry a 200 whose body it cannot
+    read, so one cut-short body left a failed row that needed another materialization."""
+    garbled = fault(200, {}, b'{"id": "x", "object": "chat.completion", "choices": [{"index": 0, "mess')
+    with ScriptedLLMServer(reply=echo) as server:
+        server.faults.extend([garbled, fault(200, {}, b"<html>502 Bad Gateway</html>")])
+        [res] = LLMGateway(settings(server, max_retries=2), wh).run([LLMRequest(PROMPT, {"x": "g"})])
+        assert res.error is None and res.text == json.dumps({"echo": "g"})
+        assert server.chat_requests == 3
+        logged = calls(wh)
+        assert len(logged) == 3 and logged["error_kind"].tolist().count("bad_response") == 2  # each attempt counted
+
+        server.faults.extend([garbled] * 3)  # garbled every time: an error after the retries
+        [res] = LLMGateway(settings(server, max_retries=2), wh).run([LLMRequest(PROMPT, {"x": "h"})])
+        assert res.error is not None and res.error_kind == "bad_response"
+        assert server.chat_requests == 6
 
 
 # --- 3. timeouts and dropped connections --------------------------------------------------------

@@ -86,6 +86,17 @@ def classify(exc: BaseException) -> str:
     return "bad_response"  # APIResponseValidationError, unparseable bodies, missing choices
 
 
+def status_kind(status: int) -> str:
+    """The kind of an HTTP error status, as `classify` names the exception it becomes."""
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "model_not_found"
+    if status == 429:
+        return "rate_limit"
+    return "server_error" if status >= 500 else "bad_request"
+
+
 def kind_of(error: str | None) -> str | None:
     """The kind stored at the start of an error text (`[connection] APIConnectionError: ...`)."""
     if error and error.startswith("["):

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import threading
 import time
 import uuid
@@ -31,9 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import httpx2 as httpx  # the HTTP client under openai>=3 (its fork of httpx)
 import openai
+from openai._constants import DEFAULT_CONNECTION_LIMITS
 
-from prove_assets.backends.endpoints import MissingAPIKeyError, classify, failure_summary
+from prove_assets.backends.endpoints import MissingAPIKeyError, classify, failure_summary, status_kind
+from prove_assets.core.json_input import checked_utf8, loads_json
 from prove_assets.core.prompts import Prompt
 from prove_assets.storage.call_spool import CallSpool, recover_spools
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
@@ -48,7 +52,12 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.llm_calls (
     source VARCHAR, run_id VARCHAR, created_at TIMESTAMP, error_kind VARCHAR
 )"""
 # Columns added after the table first shipped: an existing warehouse gains them (NULL for old rows).
-LLM_CALLS_EVOLVE = [f"ALTER TABLE {SCHEMA}.llm_calls ADD COLUMN IF NOT EXISTS error_kind VARCHAR"]
+LLM_CALLS_EVOLVE = [
+    f"ALTER TABLE {SCHEMA}.llm_calls ADD COLUMN IF NOT EXISTS error_kind VARCHAR",
+    # The attempts of this call the openai client retried after a failure, by kind, in order
+    # ("rate_limit,timeout"): they leave no row of their own, so they are counted here.
+    f"ALTER TABLE {SCHEMA}.llm_calls ADD COLUMN IF NOT EXISTS failed_attempts VARCHAR",
+]
 
 
 def ensure_llm_calls(warehouse: Warehouse) -> None:
@@ -129,6 +138,9 @@ class LLMCallError(RuntimeError):
     pass
 
 
+_DECODER = json.JSONDecoder()
+
+
 def _outside_strings(text: str, start: int) -> Iterator[tuple[int, str]]:
     """(index, char) of every character from `start` that is not inside a JSON string."""
     in_str = esc = False
@@ -147,36 +159,64 @@ def _outside_strings(text: str, start: int) -> Iterator[tuple[int, str]]:
             yield i, ch
 
 
+def _balanced_spans(text: str) -> dict[int, int | None]:
+    """For each bracket, as a scan from it sees the strings: the end of its balanced span, or None
+    when no value json.loads reads starts there (never closed, or nested past its recursion
+    limit). Judged by a scan from the start of the text, then one from the first bracket that
+    scan found inside a string; brackets inside strings in both are left out."""
+    limit = sys.getrecursionlimit()
+    spans: dict[int, int | None] = {}
+    begin: int | None = 0
+    while begin is not None:
+        open_brackets: list[list[int]] = []  # [position, deepest nesting inside it]
+        for i, ch in _outside_strings(text, begin):
+            if ch in "{[":
+                open_brackets.append([i, 0])
+            elif ch in "}]" and open_brackets:
+                position, deepest = open_brackets.pop()
+                spans[position] = i + 1 if deepest < limit else None
+                if open_brackets:
+                    open_brackets[-1][1] = max(open_brackets[-1][1], deepest + 1)
+        spans.update((position, None) for position, _ in open_brackets)
+        inside = next((i for i, ch in enumerate(text) if ch in "{[" and i not in spans), None)
+        begin = inside if begin == 0 else None
+    return spans
+
+
 def extract_json(text: str) -> Any:
     """Parse JSON from model text: plain, fenced in ```json, or the first balanced {...}/[...]."""
     text = text.strip()
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError:
         pass
     fence = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
     if fence:
         try:
-            return json.loads(fence.group(1))
+            return loads_json(fence.group(1))
         except json.JSONDecodeError:
             pass
     # Candidates in order of position, objects and arrays alike (prose before a list of
-    # objects must not make the first object win over the whole list).
-    for start in (i for i, ch in enumerate(text) if ch in "{["):
-        opener = text[start]
-        closer = "}" if opener == "{" else "]"
-        depth = 0
-        for i, ch in _outside_strings(text, start):
-            if ch == opener:
-                depth += 1
-            elif ch == closer:
-                depth -= 1
-                if depth == 0:
-                    try:
-                        return json.loads(text[start : i + 1])
-                    except json.JSONDecodeError:
-                        break
+    # objects must not make the first object win over the whole list). The balanced spans come
+    # from one scan (a scan from every bracket to its balancing one took minutes on 100k chars of
+    # `{{{{`), and each is parsed alone: a JSONDecodeError counts lines up to its position, so
+    # parsing the whole text from each bracket was quadratic again (`{x}` * 33k: 3 s).
+    last_closer = {"{": text.rfind("}"), "[": text.rfind("]")}
+    spans = _balanced_spans(text)
+    for start in (i for i, ch in enumerate(text) if ch in "{[" and i < last_closer[ch]):
+        end = spans.get(start, len(text))  # inside strings in both scans: up to the end
+        if end is None:
+            continue
+        try:
+            return checked_utf8(_DECODER.raw_decode(text[start:end])[0], text[start:end])
+        except (ValueError, RecursionError):  # ValueError: also a number of over 4,300 digits
+            continue
     raise ValueError(f"no JSON object found in model output ({len(text)} chars: {text[:120]!r})")
+
+
+# json.loads cannot read much deeper nesting (RecursionError), and closing every cut of a
+# runaway `[1,[1,[1,...` built gigabytes of closing brackets: deeper cuts are not tried.
+_SALVAGE_MAX_DEPTH = 200
 
 
 def salvage_truncated_json(text: str) -> Any:
@@ -193,13 +233,17 @@ def salvage_truncated_json(text: str) -> Any:
         elif ch in "]}" and stack:
             stack.pop()
             if not stack:
-                return json.loads(text[start : i + 1])
-            cuts.append((i + 1, "".join(reversed(stack))))
-        elif ch == "," and stack:
+                try:
+                    return loads_json(text[start : i + 1])
+                except json.JSONDecodeError:
+                    break  # mismatched brackets ("{]}"): what came before may still be complete
+            if len(stack) <= _SALVAGE_MAX_DEPTH:
+                cuts.append((i + 1, "".join(reversed(stack))))
+        elif ch == "," and 0 < len(stack) <= _SALVAGE_MAX_DEPTH:
             cuts.append((i, "".join(reversed(stack))))
     for end, closers in reversed(cuts):  # latest first; a cut after a key is not valid JSON
         try:
-            return json.loads(text[start:end] + closers)
+            return loads_json(text[start:end] + closers)
         except json.JSONDecodeError:
             continue
     raise ValueError("truncated output has no complete element")
@@ -258,6 +302,42 @@ class _CallLog:
                 self._spool = None
 
 
+class _AttemptLog(httpx.BaseTransport):
+    """The transport under the openai client: notes each attempt that failed (an HTTP error, a
+    timeout, a dropped connection) of the call this thread is sending. The client retries those
+    silently, and an endpoint that needed 500 retries to answer is worth knowing about."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+        self._local = threading.local()
+
+    def start(self) -> None:
+        self._local.failed = []
+
+    def failed(self) -> list[str]:
+        return list(getattr(self._local, "failed", []))
+
+    def _note(self, kind: str) -> None:
+        if hasattr(self._local, "failed"):
+            self._local.failed.append(kind)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = self._inner.handle_request(request)
+        except httpx.TimeoutException:
+            self._note("timeout")
+            raise
+        except httpx.TransportError:
+            self._note("connection")
+            raise
+        if response.status_code >= 400:
+            self._note(status_kind(response.status_code))
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
+
+
 class LLMGateway:
     """Recorded, cached, bounded-concurrency access to one chat model. Use as a context
     manager: it stops the embedded server (if it started one) on exit."""
@@ -283,6 +363,7 @@ class LLMGateway:
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Lock] = {}  # request hash -> held while being sent
         self._client: openai.OpenAI | None = None
+        self._attempts: _AttemptLog | None = None
         self._server: Any = None
         self._calls = _CallLog(warehouse)
         ensure_llm_calls(warehouse)
@@ -328,11 +409,13 @@ class LLMGateway:
                 api_key = os.environ.get(key_env, "") if key_env else "no-key"
                 if key_env and not api_key:
                     raise MissingAPIKeyError(f"environment variable {key_env} (the API key) is not set")
+                self._attempts = _AttemptLog(httpx.HTTPTransport(limits=DEFAULT_CONNECTION_LIMITS))
                 self._client = openai.OpenAI(
                     base_url=base_url,
                     api_key=api_key,
                     timeout=self.settings.timeout_s,
                     max_retries=self.settings.max_retries,
+                    http_client=openai.DefaultHttpxClient(transport=self._attempts),
                 )
             return self._client
 
@@ -399,12 +482,16 @@ class LLMGateway:
             "latency_s": None,
             "error": None,
             "error_kind": None,
+            "failed_attempts": None,
             "source": "live",
             "run_id": self.run_id,
             "created_at": datetime.now(UTC).replace(tzinfo=None),
         }
         try:
-            resp = self._get_client().chat.completions.create(**body)
+            client = self._get_client()
+            if self._attempts is not None:
+                self._attempts.start()
+            resp = client.chat.completions.create(**body)
             choice = resp.choices[0]
             row["response"] = choice.message.content or ""
             row["finish_reason"] = choice.finish_reason
@@ -423,6 +510,8 @@ class LLMGateway:
             row["error_kind"] = classify(exc)
             row["error"] = f"[{row['error_kind']}] {type(exc).__name__}: {str(exc)[:500]}"
         row["latency_s"] = round(time.monotonic() - started, 3)
+        if self._attempts is not None and (failed := self._attempts.failed()):
+            row["failed_attempts"] = ",".join(failed)
         self._record(row)
         with self._lock:
             self.sent += 1
@@ -444,6 +533,14 @@ class LLMGateway:
                     self.cached += 1
                 return hit, True
             row = self._send(prompt, body, rhash)
+            # The openai client retries 429s, 5xx, timeouts and dropped connections, but not a 200
+            # whose body it cannot read (a proxy cut it short, a server hiccup): as passing as a 503,
+            # so it gets the same number of retries here. Each attempt is its own llm_calls row.
+            for attempt in range(self.settings.max_retries):
+                if row["error_kind"] != "bad_response":
+                    break
+                time.sleep(min(0.5 * 2**attempt, 8.0))
+                row = self._send(prompt, body, rhash)
             if row["error"] is None:
                 cache[rhash] = row
             return row, False
@@ -552,8 +649,8 @@ class LLMGateway:
 def export_ledger(warehouse: Warehouse, path: Path, model: str) -> int:
     """Write the embedded model's successful live calls as gzipped JSON lines (the ledger)."""
     df = warehouse.query(
-        f"SELECT * EXCLUDE (run_id, error_kind) FROM {SCHEMA}.llm_calls WHERE model = ? AND error IS NULL "
-        "ORDER BY created_at",
+        f"SELECT * EXCLUDE (run_id, error_kind, failed_attempts) FROM {SCHEMA}.llm_calls "
+        "WHERE model = ? AND error IS NULL ORDER BY created_at",
         [model],
     )
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -56,19 +56,27 @@ class ModelRegistryError(ValueError):
 
 
 def load_models(path: Path) -> dict[str, ModelSpec]:
-    """Read `models.yaml`: {models: {name: {backend: ..., **settings}}}."""
+    """Read `models.yaml`: {models: {name: {backend: ..., **settings}}}. Raises ModelRegistryError
+    naming the file otherwise."""
     if not Path(path).exists():
         raise ModelRegistryError(f"model registry {path} not found")
-    raw = yaml.safe_load(Path(path).read_text()) or {}
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    # A broken file is the user's to fix: say which file and where, not a parser traceback
+    # (deep nesting makes the YAML parser recurse past the limit).
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+        raise ModelRegistryError(f"{path}: not valid YAML: {str(exc)[:300]}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("models") or {}, dict):
+        raise ModelRegistryError(f"{path}: expected a mapping with a `models:` key")
     out = {}
     for name, cfg in (raw.get("models") or {}).items():
         if not isinstance(cfg, dict) or cfg.get("backend") not in BACKENDS:
-            raise ModelRegistryError(f"model {name!r}: backend must be one of {', '.join(BACKENDS)}")
-        if "|" in name or "," in name:
-            raise ModelRegistryError(f"model name {name!r} may not contain '|' or ','")
+            raise ModelRegistryError(f"{path}: model {name!r}: backend must be one of {', '.join(BACKENDS)}")
+        if "|" in str(name) or "," in str(name):
+            raise ModelRegistryError(f"{path}: model name {name!r} may not contain '|' or ','")
         settings = {k: v for k, v in cfg.items() if k != "backend"}
-        if any(k.lower() in ("api_key", "key", "token", "password") for k in settings):
-            raise ModelRegistryError(f"model {name!r}: put secrets in an env var and name it with api_key_env")
+        if any(str(k).lower() in ("api_key", "key", "token", "password") for k in settings):
+            raise ModelRegistryError(f"{path}: model {name!r}: put secrets in an env var and name it with api_key_env")
         out[str(name)] = ModelSpec(str(name), cfg["backend"], settings)
     return out
 

@@ -18,6 +18,8 @@ from typing import Any
 import yaml
 from PIL import Image
 
+from prove_assets.core.json_input import loads_json
+
 _NAME = re.compile(r"^[a-z0-9_]+$")
 
 
@@ -62,36 +64,52 @@ class DatasetConfigError(ValueError):
 
 def load_registry(path: Path) -> dict[str, DatasetSpec]:
     """Read `datasets.yaml`: {datasets: {name: {loader, path, split?, shard_size?}}}; relative
-    paths are relative to the file."""
+    paths are relative to the file. Raises DatasetConfigError naming the file otherwise."""
     if not Path(path).exists():
         raise DatasetConfigError(f"dataset registry {path} not found")
-    raw = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(raw, dict):
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    # A broken file is the user's to fix: say which file and where, not a parser traceback
+    # (deep nesting makes the YAML parser recurse past the limit).
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+        raise DatasetConfigError(f"{path}: not valid YAML: {str(exc)[:300]}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("datasets") or {}, dict):
         raise DatasetConfigError(f"{path}: expected a mapping with a `datasets:` key")
     specs: dict[str, DatasetSpec] = {}
     for name, cfg in (raw.get("datasets") or {}).items():
-        if not _NAME.match(name):
-            raise DatasetConfigError(f"dataset name {name!r}: use lowercase letters, digits and _ only")
-        if not isinstance(cfg, dict) or cfg.get("loader") not in ("jsonl", "docci") or not cfg.get("path"):
-            raise DatasetConfigError(f"dataset {name!r} needs loader: jsonl|docci and path")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise DatasetConfigError(f"{path}: dataset name {name!r}: use lowercase letters, digits and _ only")
+        if (
+            not isinstance(cfg, dict)
+            or cfg.get("loader") not in ("jsonl", "docci")
+            or not cfg.get("path")
+            or not isinstance(cfg["path"], str)
+        ):
+            raise DatasetConfigError(f"{path}: dataset {name!r} needs loader: jsonl|docci and path")
+        split = cfg.get("split")
+        if split is not None and not isinstance(split, str | int):  # `split: 2017` is read as a number
+            raise DatasetConfigError(f"{path}: dataset {name!r}: split must be a string")
         data_path = Path(cfg["path"]).expanduser()
         if not data_path.is_absolute():
             data_path = (Path(path).parent / data_path).resolve()
         try:
             shard_size = int(cfg.get("shard_size", 50))
             max_pixels = int(cfg.get("max_image_pixels", 60_000_000))
-        except (TypeError, ValueError):
-            raise DatasetConfigError(f"dataset {name!r}: shard_size and max_image_pixels must be integers") from None
+            max_caption_chars = int(cfg.get("max_caption_chars", 20_000))
+        except (TypeError, ValueError, OverflowError):  # OverflowError: `.inf`
+            raise DatasetConfigError(
+                f"{path}: dataset {name!r}: shard_size, max_image_pixels and max_caption_chars must be integers"
+            ) from None
         if shard_size < 1:
-            raise DatasetConfigError(f"dataset {name!r}: shard_size must be >= 1")
+            raise DatasetConfigError(f"{path}: dataset {name!r}: shard_size must be >= 1")
         specs[name] = DatasetSpec(
             name=name,
             loader=cfg["loader"],
             path=data_path,
-            split=cfg.get("split"),
+            split=None if split is None else str(split),
             shard_size=shard_size,
             max_image_pixels=max_pixels,
-            max_caption_chars=int(cfg.get("max_caption_chars", 20_000)),
+            max_caption_chars=max_caption_chars,
         )
     return specs
 
@@ -124,7 +142,7 @@ def _entries(spec: DatasetSpec) -> list[tuple[int, bytes]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads_json(line)
             keep = not spec.split or (isinstance(obj, dict) and obj.get("split") == spec.split)
         except (json.JSONDecodeError, UnicodeDecodeError):
             keep = True
@@ -144,7 +162,7 @@ def _parse(spec: DatasetSpec, position: int, line: bytes) -> Record | Skip:
     except UnicodeDecodeError as exc:
         return Skip(position, None, f"line is not UTF-8 ({exc.reason} at byte {exc.start})")
     try:
-        obj: Any = json.loads(text)
+        obj: Any = loads_json(text)
     except json.JSONDecodeError as exc:
         return Skip(position, None, f"malformed JSON: {exc.msg} (column {exc.colno})")
     if not isinstance(obj, dict):

@@ -8,8 +8,10 @@ module recognises the forms by their keys and says which forms exist when none f
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+from prove_assets.core.json_input import loads_json
 from prove_assets.core.scene_graph import SceneGraph
 
 ACCEPTED_FORMS = (
@@ -27,7 +29,7 @@ class SceneGraphFormatError(ValueError):
 def parse_scene_graph(text: str, source: str = "scene graph") -> SceneGraph:
     """A SceneGraph from JSON text in the seed form, a bare sg_dict, or the node-link export."""
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except json.JSONDecodeError as exc:
         raise SceneGraphFormatError(f"{source}: not JSON ({exc}). Accepted forms: {ACCEPTED_FORMS}") from None
     if not isinstance(data, dict):
@@ -40,7 +42,8 @@ def parse_scene_graph(text: str, source: str = "scene graph") -> SceneGraph:
             data = {**data, "edges": data["links"]}
         try:
             return SceneGraph.from_json(data)
-        except (KeyError, TypeError, ValueError) as exc:
+        # AttributeError: a "graph" (or node) that is not an object
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SceneGraphFormatError(
                 f"{source}: looks like a node-link export but is not one ({type(exc).__name__}: {exc}). "
                 f"Accepted forms: {ACCEPTED_FORMS}"
@@ -56,6 +59,16 @@ def parse_scene_graph(text: str, source: str = "scene graph") -> SceneGraph:
 def scene_graph_json(text: str, source: str = "scene graph") -> str:
     """The node-link JSON the sandbox takes, from any accepted form."""
     return parse_scene_graph(text, source).to_json()
+
+
+def read_scene_graph_file(path: Path) -> str:
+    """The node-link JSON of the scene graph file at `path` (`prove-assets run-program --scene-graph`)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    # An unreadable or non-UTF-8 file is a bad input like a malformed one, not a traceback.
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SceneGraphFormatError(f"{path}: cannot read it as UTF-8 text ({exc})") from None
+    return scene_graph_json(text, str(path))
 
 
 def _checked_sg_dict(sg_dict: Any, source: str) -> dict[str, dict]:

@@ -21,6 +21,7 @@ from prove_assets.core.audit import (
     latest_marks,
     normalise_verdict,
 )
+from prove_assets.core.json_input import loads_json
 from prove_assets.storage.flags import active_flags, record_flag
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
 
@@ -179,14 +180,21 @@ def export_marks(wh: Warehouse, path: Path) -> int:
 def read_marks_file(path: Path) -> tuple[pd.DataFrame, list[str]]:
     """The marks of a JSON-lines file and, for each line that is not a mark, why."""
     marks, problems = [], []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
+    # Decoded line by line: one line that is not UTF-8 is one problem, not a failed import.
+    for n, raw in enumerate(path.read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines(), 1):
+        if not raw.strip():
             continue
         try:
-            mark = json.loads(line)
+            mark = loads_json(raw.decode("utf-8"))
+            if not isinstance(mark, dict):
+                raise ValueError(f"expected a JSON object, got {type(mark).__name__}")
             missing = [c for c in ("qa_id", "verdict", "question", "answer", "audited_at") if not mark.get(c)]
             if missing:
                 raise ValueError(f"missing {', '.join(missing)}")
+            # The log's columns are text: a number or list would fail the import later, far from its line.
+            wrong = [c for c in AUDIT_LOG_COLUMNS if mark.get(c) is not None and not isinstance(mark[c], str)]
+            if wrong:
+                raise ValueError(f"{', '.join(wrong)} must be strings")
             mark["verdict"] = normalise_verdict(mark["verdict"])
             mark["audited_at"] = pd.Timestamp(mark["audited_at"]).tz_localize(None).to_pydatetime()
         except (ValueError, TypeError) as exc:
