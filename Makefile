@@ -26,7 +26,7 @@ venv: $(VENV)/.installed
 demo: venv
 	$(VENV)/bin/prove-assets demo
 
-# The browser test drives Debian's chromium (never a downloaded browser), the deployment test a
+# The browser test drives Debian's chromium (never a downloaded browser), the soak test a
 # real PostgreSQL server (Debian's postgresql): installed here when missing and we are root (CI);
 # elsewhere those tests are skipped with the reason.
 test: venv
@@ -38,7 +38,7 @@ test: venv
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
-	  else echo "postgresql is missing (apt-get install postgresql as root): the deployment test will be skipped"; fi; \
+	  else echo "postgresql is missing (apt-get install postgresql as root): the soak test will be skipped"; fi; \
 	fi
 	$(PY) -m pytest -n 2 --dist loadfile
 

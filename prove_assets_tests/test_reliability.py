@@ -171,10 +171,11 @@ def test_api_key_never_reaches_warehouse_logs_or_metadata(prove_home: Path, tmp_
 
 
 def test_endpoint_failures_become_rows_and_are_retried_next_time(llm_env: ScriptedLLMServer, prove_home: Path):
-    """Wrong-shape JSON, a non-JSON body and a 400 on the caption step: the run completes, the
-    failed images are rows with reasons, and the next materialization retries only those."""
+    """Two requests the endpoint rejects (400, 422: not retried) on the caption step: the run
+    completes, the failed images are rows with reasons, and the next materialization retries
+    only those. (A garbled body is retried at once now: test_llm_gateway.py.)"""
     llm_env.faults.append(lambda body: (400, {}, b'{"error": {"message": "bad request"}}'))
-    llm_env.faults.append(lambda body: (200, {}, b"<html>proxy error</html>"))
+    llm_env.faults.append(lambda body: (422, {}, b'{"error": {"message": "unprocessable"}}'))
     out = subprocess.run(
         [*CLI, "demo", "--log-level", "WARNING", "--models", "gold"], capture_output=True, text=True, timeout=300
     )

@@ -537,7 +537,7 @@ class LLMGateway:
             # whose body it cannot read (a proxy cut it short, a server hiccup): as passing as a 503,
             # so it gets the same number of retries here. Each attempt is its own llm_calls row.
             for attempt in range(self.settings.max_retries):
-                if row["error_kind"] != "bad_response":
+                if row.get("error_kind") != "bad_response":
                     break
                 time.sleep(min(0.5 * 2**attempt, 8.0))
                 row = self._send(prompt, body, rhash)
