@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from prove_assets.backends.llm import LLMGateway, LLMRequest, LLMSettings
+from prove_assets.core.json_input import yaml_registry_section
 from prove_assets.core.prompts import load_prompt
 
 BACKENDS = ("gold", "caption_oracle", "blind", "openai", "transformers")
@@ -58,18 +57,9 @@ class ModelRegistryError(ValueError):
 def load_models(path: Path) -> dict[str, ModelSpec]:
     """Read `models.yaml`: {models: {name: {backend: ..., **settings}}}. Raises ModelRegistryError
     naming the file otherwise."""
-    if not Path(path).exists():
-        raise ModelRegistryError(f"model registry {path} not found")
-    try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    # A broken file is the user's to fix: say which file and where, not a parser traceback
-    # (deep nesting makes the YAML parser recurse past the limit).
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
-        raise ModelRegistryError(f"{path}: not valid YAML: {str(exc)[:300]}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("models") or {}, dict):
-        raise ModelRegistryError(f"{path}: expected a mapping with a `models:` key")
+    section = yaml_registry_section(Path(path), "models", ModelRegistryError, "model")
     out = {}
-    for name, cfg in (raw.get("models") or {}).items():
+    for name, cfg in section.items():
         if not isinstance(cfg, dict) or cfg.get("backend") not in BACKENDS:
             raise ModelRegistryError(f"{path}: model {name!r}: backend must be one of {', '.join(BACKENDS)}")
         if "|" in str(name) or "," in str(name):

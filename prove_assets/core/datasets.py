@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from PIL import Image
 
-from prove_assets.core.json_input import loads_json
+from prove_assets.core.json_input import loads_json, yaml_registry_section
 
 _NAME = re.compile(r"^[a-z0-9_]+$")
 
@@ -65,18 +64,9 @@ class DatasetConfigError(ValueError):
 def load_registry(path: Path) -> dict[str, DatasetSpec]:
     """Read `datasets.yaml`: {datasets: {name: {loader, path, split?, shard_size?}}}; relative
     paths are relative to the file. Raises DatasetConfigError naming the file otherwise."""
-    if not Path(path).exists():
-        raise DatasetConfigError(f"dataset registry {path} not found")
-    try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    # A broken file is the user's to fix: say which file and where, not a parser traceback
-    # (deep nesting makes the YAML parser recurse past the limit).
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
-        raise DatasetConfigError(f"{path}: not valid YAML: {str(exc)[:300]}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("datasets") or {}, dict):
-        raise DatasetConfigError(f"{path}: expected a mapping with a `datasets:` key")
+    section = yaml_registry_section(Path(path), "datasets", DatasetConfigError, "dataset")
     specs: dict[str, DatasetSpec] = {}
-    for name, cfg in (raw.get("datasets") or {}).items():
+    for name, cfg in section.items():
         if not isinstance(name, str) or not _NAME.match(name):
             raise DatasetConfigError(f"{path}: dataset name {name!r}: use lowercase letters, digits and _ only")
         if (

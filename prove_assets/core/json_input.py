@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 # Half of a surrogate pair, escaped (`\ud800`) or as is: json.loads keeps it in the string, and
@@ -39,3 +40,21 @@ def checked_utf8(value: Any, text: str | bytes) -> Any:
             doc = text if isinstance(text, str) else ""
             raise json.JSONDecodeError("a string holds half a surrogate pair (not UTF-8)", doc, 0) from None
     return value
+
+
+def yaml_registry_section(path: Path, key: str, error: type[ValueError], kind: str) -> dict:
+    """The `key:` mapping of a registry file (datasets.yaml, models.yaml), or `error` naming the
+    file: missing, not YAML, or not a mapping with that key."""
+    import yaml
+
+    if not Path(path).exists():
+        raise error(f"{kind} registry {path} not found")
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    # A broken file is the user's to fix: say which file and where, not a parser traceback
+    # (deep nesting makes the YAML parser recurse past the limit).
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+        raise error(f"{path}: not valid YAML: {str(exc)[:300]}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get(key) or {}, dict):
+        raise error(f"{path}: expected a mapping with a `{key}:` key")
+    return raw.get(key) or {}
