@@ -322,7 +322,7 @@ def explorer_template(dest: Path) -> None:
     with synthetic_home(TEMPLATE_IMAGES):
         import dagster as dg
 
-        from prove_assets.core.explorer import TABLES
+        from prove_assets.core.reports.explorer import TABLES
         from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
         from prove_assets.orchestration import _defs, get_instance, pipeline_steps, run_config
         from prove_assets.storage.warehouse import Warehouse
@@ -369,7 +369,7 @@ def explorer_child(n: int, template_dir: Path) -> dict[str, Any]:
 
     import pandas as pd
 
-    from prove_assets.core.explorer import write_explorer
+    from prove_assets.core.reports.explorer import write_explorer
 
     template = {p.stem: pd.read_parquet(p) for p in template_dir.glob("*.parquet")}
     board = template.pop("leaderboard")

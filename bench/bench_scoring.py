@@ -13,7 +13,7 @@ import time
 from sentence_transformers import SentenceTransformer
 
 from prove_assets.config import SAMPLE_DIR
-from prove_assets.core.scoring import SentenceEmbedder, paper_score
+from prove_assets.core.evaluation.scoring import SentenceEmbedder, paper_score
 from prove_assets.core.tuples import parse_tuples
 
 

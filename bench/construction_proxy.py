@@ -23,7 +23,9 @@ from prove_assets.backends.dry_run import DryRunGateway, PlanLedger, RecordedCal
 from prove_assets.config import SAMPLE_DIR, warehouse_location
 from prove_assets.core.construction.parse_extract import extract_text
 from prove_assets.core.construction.targets import COMPLEX_NODES, plan_targets
-from prove_assets.core.quality import (
+from prove_assets.core.evaluation.scoring import SentenceEmbedder
+from prove_assets.core.evaluation.strict import StrictEntailment
+from prove_assets.core.reports.quality import (
     aligned_gold_graph,
     canonical_gold,
     extraction_quality,
@@ -32,8 +34,6 @@ from prove_assets.core.quality import (
 )
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.core.scoring import SentenceEmbedder
-from prove_assets.core.strict import StrictEntailment
 from prove_assets.core.tuples import caption_chunks
 from prove_assets.defs.benchmark import ABSENT_VOCABULARY, tuples_request
 from prove_assets.defs.resources import LLMResource

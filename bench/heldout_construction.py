@@ -88,9 +88,9 @@ def report(sets: list[str], marks_file: Path) -> None:
     import pandas as pd
 
     from prove_assets.config import warehouse_location
-    from prove_assets.core.audit import audit_report, latest_marks, pair_verdicts
     from prove_assets.core.construction.generation import facts_from_json
-    from prove_assets.core.scoring import question_type
+    from prove_assets.core.evaluation.scoring import question_type
+    from prove_assets.core.reports.audit import audit_report, latest_marks, pair_verdicts
     from prove_assets.storage.parquet_warehouse import open_warehouse
 
     wh = open_warehouse(warehouse_location())
@@ -176,7 +176,7 @@ def add_marks(path: Path, by: str, marks: Path) -> None:
     from datetime import UTC, datetime
 
     from prove_assets.config import warehouse_location
-    from prove_assets.core.audit import normalise_verdict
+    from prove_assets.core.reports.audit import normalise_verdict
     from prove_assets.storage.parquet_warehouse import open_warehouse
 
     qa = open_warehouse(warehouse_location()).read("verified_qa").set_index("qa_id")

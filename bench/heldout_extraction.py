@@ -18,8 +18,8 @@ from prove_assets.backends.llm import LLMGateway
 from prove_assets.config import warehouse_location
 from prove_assets.core.construction.canonical import canonicalise
 from prove_assets.core.construction.parse_extract import extract_text, parse_chunks
-from prove_assets.core.quality import KINDS, extraction_quality, load_gold
-from prove_assets.core.scoring import SentenceEmbedder
+from prove_assets.core.evaluation.scoring import SentenceEmbedder
+from prove_assets.core.reports.quality import KINDS, extraction_quality, load_gold
 from prove_assets.core.tuples import caption_chunks
 from prove_assets.defs.benchmark import tuples_request
 from prove_assets.defs.resources import LLMResource

@@ -14,8 +14,8 @@ from pathlib import Path
 from prove_assets.config import SAMPLE_DIR
 from prove_assets.core.construction.canonical import canonicalise
 from prove_assets.core.construction.parse_extract import parse_chunks
-from prove_assets.core.quality import KINDS, extraction_quality, load_gold
-from prove_assets.core.scoring import SentenceEmbedder
+from prove_assets.core.evaluation.scoring import SentenceEmbedder
+from prove_assets.core.reports.quality import KINDS, extraction_quality, load_gold
 from prove_assets.core.tuples import caption_chunks
 from prove_assets.defs.settings import CAPTION_CHUNK_WORDS
 

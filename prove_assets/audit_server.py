@@ -30,8 +30,8 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from prove_assets.core.audit import audit_sample, current_marks, latest_marks, normalise_verdict
-from prove_assets.core.audit_page import audit_progress, done_page_html, not_found_html, pair_page_html
+from prove_assets.core.reports.audit import audit_sample, current_marks, latest_marks, normalise_verdict
+from prove_assets.core.reports.audit_page import audit_progress, done_page_html, not_found_html, pair_page_html
 from prove_assets.storage.audit import (
     PairChangedError,
     audit_pool,

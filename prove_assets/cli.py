@@ -32,7 +32,7 @@ import pandas as pd
 import yaml
 
 from prove_assets.config import LEDGER_PATH, warehouse_location
-from prove_assets.core.audit import AUDIT_PORT
+from prove_assets.core.reports.audit import AUDIT_PORT
 from prove_assets.storage.parquet_warehouse import open_warehouse
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
 
@@ -121,7 +121,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> None:
-    from prove_assets.core.leaderboard import interval_table, wide_table
+    from prove_assets.core.reports.leaderboard import interval_table, wide_table
 
     wh = open_warehouse(warehouse_location())
     board = wh.read("leaderboard")
@@ -228,7 +228,7 @@ def explorer_link(qa_id: str, shard: str | None = None) -> str | None:
     """The QA pair's anchor on its image's page of the explorer (`file://.../pages/...html#qa_id`;
     the index's anchor when the shard is not given); None while there is no explorer."""
     from prove_assets.config import dagster_home
-    from prove_assets.core.explorer import explorer_index, qa_link
+    from prove_assets.core.reports.explorer import explorer_index, qa_link
 
     index = explorer_index(dagster_home())
     return qa_link(index, qa_id, shard) if index.is_file() else None
@@ -297,7 +297,7 @@ def cmd_flag(args: argparse.Namespace) -> None:
 
 
 def _audit_pairs(wh: Warehouse, args: argparse.Namespace) -> pd.DataFrame:
-    from prove_assets.core.audit import audit_sample
+    from prove_assets.core.reports.audit import audit_sample
     from prove_assets.storage.audit import audit_pool, auditor_name, marks_by
 
     try:
@@ -321,7 +321,7 @@ def cmd_audit(args: argparse.Namespace) -> None:
     """The human audit of kept pairs: `--report` prints the error rates, `--list` the pairs to
     audit, `--mark` records one mark; otherwise each pair is shown and a line is read from stdin
     (`c`, `w`, `i`, `s`, `q`, optionally followed by a note), interactive or piped."""
-    from prove_assets.core.audit import audit_agreement, audit_report, current_marks, latest_marks, parse_answer
+    from prove_assets.core.reports.audit import audit_agreement, audit_report, current_marks, latest_marks, parse_answer
     from prove_assets.orchestration import apply_audit
     from prove_assets.storage.audit import benchmark_pairs, read_audit_log, record_audit
 
@@ -349,7 +349,7 @@ def cmd_audit(args: argparse.Namespace) -> None:
     if args.serve:
         from prove_assets.audit_server import AuditSession, serve
         from prove_assets.config import dagster_home
-        from prove_assets.core.explorer import EXPLORER_DIR
+        from prove_assets.core.reports.explorer import EXPLORER_DIR
         from prove_assets.storage.audit import auditor_name
 
         session = AuditSession(
@@ -459,7 +459,7 @@ def cmd_export_ledger(args: argparse.Namespace) -> None:
 def cmd_compare_evaluators(args: argparse.Namespace) -> None:
     """The agreement report (asset `evaluator_agreement`): per model each evaluator beside H and
     T, rank correlations with PROVE, and the judges' self-consistency."""
-    from prove_assets.core.evaluators import agreement_vs_prove
+    from prove_assets.core.evaluation.evaluators import agreement_vs_prove
 
     wh = open_warehouse(warehouse_location())
     per_model, corr, consistency, injected = (

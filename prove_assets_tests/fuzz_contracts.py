@@ -30,11 +30,11 @@ from hypothesis import strategies as st
 
 from prove_assets.backends.llm import LLMGateway, LLMRequest, extract_json, salvage_truncated_json
 from prove_assets.backends.responders import ModelRegistryError, ModelSpec, load_models
-from prove_assets.core.audit import latest_marks
 from prove_assets.core.construction.generation import PAIR_SCHEMA, parse_pair, parse_qa_text
 from prove_assets.core.datasets import DatasetConfigError, DatasetSpec, Record, Skip, load_registry, read_shard
 from prove_assets.core.datasets import shard_count as dataset_shard_count
-from prove_assets.core.evaluators import Judgement, parse_judgement
+from prove_assets.core.evaluation.evaluators import Judgement, parse_judgement
+from prove_assets.core.reports.audit import latest_marks
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.scene_graph_io import SceneGraphFormatError, read_scene_graph_file
 from prove_assets.core.tuples import SceneTuple, TupleFormatError, parse_tuples

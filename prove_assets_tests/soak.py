@@ -463,7 +463,7 @@ def run_soak(
     import dagster as dg
     from dagster._core.execution.backfill import BULK_ACTION_TERMINAL_STATUSES
 
-    from prove_assets.core.leaderboard import leaderboard_table
+    from prove_assets.core.reports.leaderboard import leaderboard_table
     from prove_assets.storage.parquet_warehouse import open_warehouse
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from prove_assets.core.audit import (
+from prove_assets.core.reports.audit import (
     audit_agreement,
     audit_report,
     audit_sample,
@@ -28,7 +28,7 @@ from prove_assets.core.audit import (
     parse_answer,
     wilson_interval,
 )
-from prove_assets.core.audit_page import audit_progress, fact_terms, highlight
+from prove_assets.core.reports.audit_page import audit_progress, fact_terms, highlight
 
 
 def pool_of(n: int) -> pd.DataFrame:

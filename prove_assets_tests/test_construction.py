@@ -17,7 +17,7 @@ from prove_assets.core.construction.parse_extract import (
 )
 from prove_assets.core.construction.targets import KINDS, CaptionCheck, candidate_targets, plan_targets, where_program
 from prove_assets.core.construction.verify import judge_pair, missing_facts, output_problem
-from prove_assets.core.quality import gold_aliases, still_right_on_gold
+from prove_assets.core.reports.quality import gold_aliases, still_right_on_gold
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.tuples import SceneTuple, parse_tuples
@@ -107,7 +107,7 @@ def test_values_move_to_the_type_they_fit_or_are_dropped_with_the_reason() -> No
     reasons = {d.tuple.value: d.reason for d in dropped}
     assert "not a material" in reasons["bare"] and "unknown attribute type" in reasons["yamaha"]
     # No colour word is stored under a non-colour type.
-    from prove_assets.core.strict import class_words
+    from prove_assets.core.evaluation.strict import class_words
 
     assert all("color" not in class_words(v) for _, t, v in attrs if t not in ("color", "text rendering"))
 
@@ -490,7 +490,7 @@ def test_parser_reads_lower_case_proper_nouns_grading_words_ordinals_and_subject
 
 
 def test_gold_names_split_like_extracted_names_but_never_into_another_gold_thing() -> None:
-    from prove_assets.core.quality import canonical_gold
+    from prove_assets.core.reports.quality import canonical_gold
 
     gold = parse_tuples(
         {
@@ -506,9 +506,9 @@ def test_gold_names_split_like_extracted_names_but_never_into_another_gold_thing
 
 
 def test_gold_graph_files_the_same_fact_under_the_extracted_type_and_predicate(sandbox: Sandbox) -> None:
-    from prove_assets.core.quality import aligned_gold_graph
-    from prove_assets.core.scoring import SentenceEmbedder
-    from prove_assets.core.strict import StrictEntailment
+    from prove_assets.core.evaluation.scoring import SentenceEmbedder
+    from prove_assets.core.evaluation.strict import StrictEntailment
+    from prove_assets.core.reports.quality import aligned_gold_graph
 
     judge = StrictEntailment(SentenceEmbedder())
     gold = parse_tuples(
@@ -535,9 +535,9 @@ def test_gold_graph_files_the_same_fact_under_the_extracted_type_and_predicate(s
 
 
 def test_gold_alignment_prefers_the_same_head_noun_and_reads_relations_stated_from_the_other_side() -> None:
-    from prove_assets.core.quality import aligned_gold_graph
-    from prove_assets.core.scoring import SentenceEmbedder
-    from prove_assets.core.strict import StrictEntailment
+    from prove_assets.core.evaluation.scoring import SentenceEmbedder
+    from prove_assets.core.evaluation.strict import StrictEntailment
+    from prove_assets.core.reports.quality import aligned_gold_graph
 
     judge = StrictEntailment(SentenceEmbedder())
     gold = parse_tuples(
@@ -552,7 +552,7 @@ def test_gold_alignment_prefers_the_same_head_noun_and_reads_relations_stated_fr
 
 
 def test_a_closed_compound_is_the_thing_its_head_names_in_the_gold_alignment() -> None:
-    from prove_assets.core.quality import closed_compound_of
+    from prove_assets.core.reports.quality import closed_compound_of
 
     assert closed_compound_of("spacesuit", "suit") and closed_compound_of("bookshelf", "shelf")
     assert not closed_compound_of("cabin", "bin") and not closed_compound_of("bear", "ear")

@@ -11,7 +11,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from prove_assets.core.evaluators import (
+from prove_assets.core.evaluation.evaluators import (
     OBJECT_SYNONYMS,
     VOCABULARY,
     build_vocabulary,
@@ -384,7 +384,7 @@ def test_injected_hallucinations_through_the_deterministic_evaluators():
     any change, token F1 misses a reversed relation, CHAIR catches only an absent object."""
     from types import SimpleNamespace
 
-    from prove_assets.core.evaluators import evaluate_perturbations, perturbation_summary
+    from prove_assets.core.evaluation.evaluators import evaluate_perturbations, perturbation_summary
     from prove_assets.core.tuples import SceneTuple
 
     cup, saucer = SceneTuple("entity", "cup"), SceneTuple("entity", "saucer")

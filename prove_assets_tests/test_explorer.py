@@ -11,8 +11,16 @@ import dagster as dg
 import pandas as pd
 
 from prove_assets.config import SAMPLE_DIR
-from prove_assets.core import plots, progress
-from prove_assets.core.explorer import explorer_index, image_page_path, index_html, qa_html, qa_link, write_explorer
+from prove_assets.core import progress
+from prove_assets.core.reports import plots
+from prove_assets.core.reports.explorer import (
+    explorer_index,
+    image_page_path,
+    index_html,
+    qa_html,
+    qa_link,
+    write_explorer,
+)
 from prove_assets.storage.warehouse import Warehouse
 from prove_assets_tests.pipeline import run_selection, scripted_resources, shard_model
 

@@ -269,8 +269,8 @@ def test_answers_their_own_names_give_are_trivial() -> None:
 
 def test_the_answer_read_as_a_response_must_be_the_captions_and_cover_its_facts() -> None:
     from prove_assets.core.construction.gates import entailment_gate
-    from prove_assets.core.scoring import SentenceEmbedder
-    from prove_assets.core.strict import StrictEntailment
+    from prove_assets.core.evaluation.scoring import SentenceEmbedder
+    from prove_assets.core.evaluation.strict import StrictEntailment
 
     judge = StrictEntailment(SentenceEmbedder())
     caption = [SceneTuple("entity", "cup"), SceneTuple("entity", "table"), attr("cup", "color", "red"),

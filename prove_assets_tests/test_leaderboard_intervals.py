@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from prove_assets.core.leaderboard import (
+from prove_assets.core.reports.leaderboard import (
     INTERVAL_COLUMNS,
     bootstrap_intervals,
     interval_table,
@@ -145,7 +145,7 @@ def test_known_order_differences_per_scorer():
 
 
 def test_explorer_leaderboard_shows_the_intervals():
-    from prove_assets.core.explorer import leaderboard_html
+    from prove_assets.core.reports.explorer import leaderboard_html
 
     board = leaderboard_table(scores_frame({"m": (bernoulli(80, 0.5, 10), bernoulli(80, 0.7, 11))}))
     full = board.set_index("subset").loc["full"]

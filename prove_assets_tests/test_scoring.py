@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from prove_assets.core.leaderboard import leaderboard_table, wide_table
-from prove_assets.core.scoring import SentenceEmbedder, paper_score, question_type, stated_in_question
+from prove_assets.core.evaluation.scoring import SentenceEmbedder, paper_score, question_type, stated_in_question
+from prove_assets.core.reports.leaderboard import leaderboard_table, wide_table
 from prove_assets.core.tuples import parse_tuples
 
 

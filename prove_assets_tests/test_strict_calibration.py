@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from prove_assets.core.calibration import PERTURBATIONS, Source, evaluate, make_cases, summarize
-from prove_assets.core.leaderboard import known_answer_failures
-from prove_assets.core.scoring import SentenceEmbedder, paper_score
-from prove_assets.core.strict import StrictEntailment, class_words, strict_score
+from prove_assets.core.evaluation.scoring import SentenceEmbedder, paper_score
+from prove_assets.core.evaluation.strict import StrictEntailment, class_words, strict_score
+from prove_assets.core.reports.calibration import PERTURBATIONS, Source, evaluate, make_cases, summarize
+from prove_assets.core.reports.leaderboard import known_answer_failures
 from prove_assets.core.tuples import SceneTuple, parse_tuples
 from prove_assets.defs.quality import calibration_sources
 from prove_assets.storage.warehouse import Warehouse

@@ -42,7 +42,7 @@ from playwright.sync_api import Locator, Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from prove_assets.config import PROJECT_ROOT
-from prove_assets.core.explorer import explorer_index, qa_link
+from prove_assets.core.reports.explorer import explorer_index, qa_link
 from prove_assets.definitions import defs
 from prove_assets.storage.warehouse import Warehouse
 from prove_assets_tests.pipeline import run_groups, scripted_resources

@@ -34,10 +34,10 @@ from prove_assets.core.construction.verify import (
     verified_row,
 )
 from prove_assets.core.datasets import Record, inspect_image, load_registry, parse_shard_key, read_shard
-from prove_assets.core.evaluators import OBJECT_SYNONYMS
+from prove_assets.core.evaluation.evaluators import OBJECT_SYNONYMS
+from prove_assets.core.evaluation.strict import StrictEntailment, strict_scorer_version
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.core.strict import StrictEntailment, strict_scorer_version
 from prove_assets.core.tuples import TUPLES_JSON_SCHEMA, SceneTuple, caption_chunks, parse_tuples, tuples_from_rows
 from prove_assets.defs.common import markdown_table, write_partition
 from prove_assets.defs.partitions import shard_partitions

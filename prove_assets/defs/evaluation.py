@@ -19,8 +19,8 @@ from prove_assets.backends.responders import Question, load_models, respond
 from prove_assets.config import models_file, prompts_dir
 from prove_assets.core.construction.canonical import canonical_version
 from prove_assets.core.construction.parse_extract import parser_version
-from prove_assets.core.scoring import Score, paper_score, question_type
-from prove_assets.core.strict import StrictEntailment, strict_score, strict_scorer_version
+from prove_assets.core.evaluation.scoring import Score, paper_score, question_type
+from prove_assets.core.evaluation.strict import StrictEntailment, strict_score, strict_scorer_version
 from prove_assets.defs.benchmark import (
     answer_tuples,
     caption_tuples,
@@ -162,7 +162,7 @@ def _score_rows(
     judge: Any,
     truth_source: str,
 ) -> list[dict[str, Any]]:
-    """Score one response row with every scorer (see prove_assets.core.scoring and .strict)."""
+    """Score one response row with every scorer (see prove_assets.core.evaluation.scoring and .strict)."""
     q = qa.loc[r.qa_id] if r.qa_id in qa.index else None
     base = {
         "qa_id": r.qa_id,

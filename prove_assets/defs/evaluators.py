@@ -33,8 +33,7 @@ from prove_assets.backends.endpoints import CONSTRUCTION_LLM, JUDGE_VLM
 from prove_assets.backends.llm import LLMRequest, LLMResult, LLMSettings
 from prove_assets.backends.responders import image_data_url, load_models
 from prove_assets.config import LEDGER_PATH, models_file, prompts_dir
-from prove_assets.core.calibration import make_cases
-from prove_assets.core.evaluators import (
+from prove_assets.core.evaluation.evaluators import (
     EVALUATORS,
     JUDGE_SCHEMA,
     agreement_vs_prove,
@@ -56,6 +55,7 @@ from prove_assets.core.evaluators import (
     vqa_match,
 )
 from prove_assets.core.prompts import load_prompt
+from prove_assets.core.reports.calibration import make_cases
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.defs.benchmark import answer_tuples, images, scene_graphs, verified_qa
 from prove_assets.defs.common import content_version, markdown_table, write_partition
@@ -153,7 +153,7 @@ EVALUATOR_COLUMNS = [
 def score_response(
     response: str | None, q: pd.Series, rendered: list[str], entities: list[str], caption: str | None
 ) -> dict[str, Any]:
-    """The deterministic evaluators on one response (see prove_assets.core.evaluators)."""
+    """The deterministic evaluators on one response (see prove_assets.core.evaluation.evaluators)."""
     vqa = vqa_match(response, [q["answer"], q.get("program_output")])
     text_q = is_text_question(q["question"], rendered)
     ch = chair(response, entities, caption)

@@ -7,8 +7,8 @@ import pandas as pd
 
 from prove_assets.backends.responders import load_models
 from prove_assets.config import dagster_home, models_file
-from prove_assets.core.audit import current_marks, latest_marks
-from prove_assets.core.explorer import EXPLORER_DIR, TABLES, write_explorer
+from prove_assets.core.reports.audit import current_marks, latest_marks
+from prove_assets.core.reports.explorer import EXPLORER_DIR, TABLES, write_explorer
 from prove_assets.defs.benchmark import verified_qa
 from prove_assets.defs.reports import leaderboard, qa_audit
 from prove_assets.defs.resources import WarehouseResource
@@ -59,7 +59,7 @@ def explorer(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
     by question type, construction funnel, most-hallucinated objects) are PNG files beside it
     and inline in this asset's metadata."""
     # matplotlib is imported here, not with the definitions: every run process imports those.
-    from prove_assets.core import plots
+    from prove_assets.core.reports import plots
 
     wh = warehouse.get()
     # Like the leaderboard: models removed from the registry keep their rows but are not shown.

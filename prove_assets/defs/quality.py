@@ -7,9 +7,11 @@ import dagster as dg
 import pandas as pd
 
 from prove_assets.config import SAMPLE_DIR
-from prove_assets.core.calibration import Source, calibration_version, evaluate, make_cases, summarize
 from prove_assets.core.construction.parse_extract import extractor_setting, parser_version
-from prove_assets.core.quality import (
+from prove_assets.core.evaluation.scoring import paper_score
+from prove_assets.core.evaluation.strict import StrictEntailment, strict_score, strict_scorer_version
+from prove_assets.core.reports.calibration import Source, calibration_version, evaluate, make_cases, summarize
+from prove_assets.core.reports.quality import (
     KINDS,
     aligned_gold_graph,
     canonical_gold,
@@ -18,8 +20,6 @@ from prove_assets.core.quality import (
     still_right_on_gold,
 )
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.core.scoring import paper_score
-from prove_assets.core.strict import StrictEntailment, strict_score, strict_scorer_version
 from prove_assets.defs.benchmark import answer_tuples, caption_tuples, images, tuples_by, verified_qa
 from prove_assets.defs.common import content_version, markdown_table
 from prove_assets.defs.resources import EmbeddingResource, SandboxResource, WarehouseResource

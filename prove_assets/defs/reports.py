@@ -4,8 +4,8 @@ import dagster as dg
 
 from prove_assets.backends.responders import load_models
 from prove_assets.config import models_file
-from prove_assets.core.audit import audit_agreement, audit_report, current_marks, latest_marks
-from prove_assets.core.leaderboard import (
+from prove_assets.core.reports.audit import audit_agreement, audit_report, current_marks, latest_marks
+from prove_assets.core.reports.leaderboard import (
     SCORE_COLUMNS,
     by_question_type,
     hallucinated_objects,

@@ -19,8 +19,8 @@ from prove_assets.backends.llm import LLMGateway, LLMSettings
 from prove_assets.config import LEDGER_PATH, prompts_dir, warehouse_location
 from prove_assets.core import progress
 from prove_assets.core.construction import parse_extract
+from prove_assets.core.evaluation.scoring import SentenceEmbedder
 from prove_assets.core.sandbox import Sandbox
-from prove_assets.core.scoring import SentenceEmbedder
 from prove_assets.defs.settings import LLM_MODEL
 from prove_assets.storage.parquet_warehouse import open_warehouse
 from prove_assets.storage.warehouse import Warehouse

@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from prove_assets.core.audit import (
+from prove_assets.core.json_input import loads_json
+from prove_assets.core.reports.audit import (
     FLAGGING_VERDICTS,
     current_marks,
     flag_action,
@@ -21,7 +22,6 @@ from prove_assets.core.audit import (
     latest_marks,
     normalise_verdict,
 )
-from prove_assets.core.json_input import loads_json
 from prove_assets.storage.flags import active_flags, record_flag
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
 

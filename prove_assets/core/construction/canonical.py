@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from prove_assets.core.strict import COLOR, MATERIAL, NUMBER, SIZE, class_words
+from prove_assets.core.evaluation.strict import COLOR, MATERIAL, NUMBER, SIZE, class_words
 from prove_assets.core.tuples import SceneTuple
 
 ATTRIBUTE_TYPES = (

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prove_assets.core.construction.canonical import name_key, singular, word_class
-from prove_assets.core.strict import class_words
+from prove_assets.core.evaluation.strict import class_words
 from prove_assets.core.tuples import SceneTuple
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -582,7 +582,7 @@ def entailment_gate(
     claim only what the caption's graph entails, and state every fact of its target: an extra
     or unsupported claim, or a fact the reading loses, drops the pair. Strict entailment
     (`core.strict`), so the `gold` row of the leaderboard scores what the benchmark promises."""
-    from prove_assets.core.strict import strict_score
+    from prove_assets.core.evaluation.strict import strict_score
 
     if not answer_tuples:
         return GateVerdict("unentailed", "no tuple could be read from the answer")

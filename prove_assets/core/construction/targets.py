@@ -24,8 +24,8 @@ from prove_assets.core.construction.gates import untrusted_relation
 from prove_assets.core.construction.parse_extract import enabled as parser_enabled
 from prove_assets.core.construction.parse_extract import parsed
 from prove_assets.core.construction.verify import COMPLEX_NODES
+from prove_assets.core.evaluation.strict import class_words
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.core.strict import class_words
 from prove_assets.core.tuples import SceneTuple
 
 # Attribute types a "what <type>" question can ask about, with the sentence the program returns.

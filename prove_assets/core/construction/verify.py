@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from prove_assets.core.strict import NUMBER, SYMMETRIC, canonical_predicate
+from prove_assets.core.evaluation.strict import NUMBER, SYMMETRIC, canonical_predicate
 from prove_assets.core.tuples import SceneTuple
 
 _WORD = re.compile(r"[a-z0-9]+")

@@ -28,7 +28,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from prove_assets.core.scoring import Embedder, Score, no_claims, stated_in_question
+from prove_assets.core.evaluation.scoring import Embedder, Score, no_claims, stated_in_question
 from prove_assets.core.tuples import SceneTuple
 
 # Entity names denote the same thing at or above this cosine (MiniLM), or with the same head noun.

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from prove_assets.core.audit import VERDICTS
+from prove_assets.core.reports.audit import VERDICTS
 
 VERDICT_KEYS = {"correct": "c", "wrong": "w", "irrelevant": "i", "flawed": "f"}
 VERDICT_HELP = {

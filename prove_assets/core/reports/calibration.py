@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from prove_assets.core.scoring import Score
-from prove_assets.core.strict import COLOR, MATERIAL, NUMBER, SYMMETRIC, canonical_predicate, class_words
+from prove_assets.core.evaluation.scoring import Score
+from prove_assets.core.evaluation.strict import COLOR, MATERIAL, NUMBER, SYMMETRIC, canonical_predicate, class_words
 from prove_assets.core.tuples import SceneTuple
 
 HALLUCINATIONS = ("attribute_swap", "relation_reverse", "count_change", "absent_entity")

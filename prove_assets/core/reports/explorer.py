@@ -35,9 +35,9 @@ from typing import Any
 
 import pandas as pd
 
-from prove_assets.core.audit import AUDIT_PORT
+from prove_assets.core.evaluation.scoring import question_type
+from prove_assets.core.reports.audit import AUDIT_PORT
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.core.scoring import question_type
 
 EXPLORER_DIR = "explorer"
 PAGES_DIR = "pages"

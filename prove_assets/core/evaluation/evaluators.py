@@ -732,7 +732,7 @@ def consistency_table(judges: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# --- injected hallucinations (the calibration cases of prove_assets.core.calibration) ---------
+# --- injected hallucinations (the calibration cases of prove_assets.core.reports.calibration) ---------
 def render_tuples(tuples: Iterable[Any]) -> str:
     """A response made of tuples as text: one short sentence per tuple (`SceneTuple.text`)."""
     return " ".join(f"{t.text}." for t in tuples)
@@ -740,7 +740,7 @@ def render_tuples(tuples: Iterable[Any]) -> str:
 
 def evaluate_perturbations(cases: Iterable[Any]) -> pd.DataFrame:
     """The deterministic evaluators on the calibration cases (faithful responses with one known
-    perturbation each; `prove_assets.core.calibration.Case`). Both the faithful response and the
+    perturbation each; `prove_assets.core.reports.calibration.Case`). Both the faithful response and the
     perturbed one are rendered as text from their tuples; the faithful one is the reference.
     Flagged: VQA match below 1 (an exact match no longer), token F1 below the guide's 0.9 pass
     mark, CHAIR naming a hallucinated object the faithful response did not. For a paraphrase

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from prove_assets.core.scoring import Embedder
+from prove_assets.core.evaluation.scoring import Embedder
 from prove_assets.core.tuples import SceneTuple, parse_tuples
 
 KINDS = ("entity", "attribute", "relation")
@@ -103,7 +103,7 @@ def gold_aliases(names: Sequence[str], gold_names: Sequence[str], same_entity, s
     among several, one with the same head noun first ("espresso cup" is the cup, not the
     espresso), then the most similar). A program written against the extracted graph can then
     run on the gold graph without losing to a naming difference ("fender" vs "front fender")."""
-    from prove_assets.core.strict import _head
+    from prove_assets.core.evaluation.strict import _head
 
     out: dict[str, str] = {}
     gold = list(gold_names)
@@ -121,7 +121,7 @@ def still_right_on_gold(answer: str, gold_output: str | None, similarity: float,
     something, is similar to the answer, agrees on yes/no, and contradicts none of the answer's
     colours, materials or numbers (cosine alone calls "red" and "blue" the same answer)."""
     from prove_assets.core.construction.verify import output_problem
-    from prove_assets.core.strict import class_words
+    from prove_assets.core.evaluation.strict import class_words
 
     problem = output_problem(gold_output)
     if problem:
