@@ -1,0 +1,1 @@
+"""Reports over every partition: the leaderboard, calibration, construction quality, the audit and the explorer."""
