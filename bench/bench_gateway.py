@@ -8,8 +8,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from prove_assets.backends.llm import LLMGateway, LLMRequest, LLMSettings
+from prove_assets.backends.llm import LLMGateway
 from prove_assets.core.prompts import Prompt
+from prove_assets.core.requests import LLMRequest
+from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import Warehouse
 from prove_assets_tests.scripted_llm import ScriptedLLMServer
 

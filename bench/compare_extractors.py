@@ -21,7 +21,7 @@ from prove_assets.core.construction.parse_extract import combine_chunks, enabled
 from prove_assets.core.evaluation.scoring import SentenceEmbedder
 from prove_assets.core.reports.quality import KINDS, canonical_gold, extraction_quality, load_gold
 from prove_assets.core.tuples import caption_chunks
-from prove_assets.defs.benchmark import tuples_request
+from prove_assets.defs.construction import tuples_request
 from prove_assets.defs.resources import LLMResource
 from prove_assets.defs.settings import CAPTION_CHUNK_WORDS
 from prove_assets.storage.parquet_warehouse import open_warehouse

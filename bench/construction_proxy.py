@@ -35,7 +35,7 @@ from prove_assets.core.reports.quality import (
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.tuples import caption_chunks
-from prove_assets.defs.benchmark import ABSENT_VOCABULARY, tuples_request
+from prove_assets.defs.construction import ABSENT_VOCABULARY, tuples_request
 from prove_assets.defs.resources import LLMResource
 from prove_assets.defs.settings import ANSWER_MATCH_THRESHOLD, CAPTION_CHUNK_WORDS, QA_TARGETS
 from prove_assets.storage.parquet_warehouse import open_warehouse

@@ -1,6 +1,7 @@
-"""Where things live: DAGSTER_HOME, the warehouse file, the prompt folder, the registries.
+"""Where things live: DAGSTER_HOME, the warehouse, the prompt folder, the registries, the sample.
 
-Everything is overridable by environment variable so tests and users can point at copies.
+Each is overridable by a `PROVE_*` variable (prove_assets.settings), so tests and users can
+point at copies.
 """
 
 from __future__ import annotations
@@ -8,10 +9,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from prove_assets.settings import PROJECT_ROOT, Settings
+
 PACKAGE_DIR = Path(__file__).resolve().parent
-PROJECT_ROOT = PACKAGE_DIR.parent
 SAMPLE_DIR = PACKAGE_DIR / "data" / "sample"
 LEDGER_PATH = PACKAGE_DIR / "data" / "ledger" / "embedded_llm_calls.jsonl.gz"
+# `PROVE_WAREHOUSE=parquet:/dir` selects the many-writer Parquet warehouse.
+PARQUET_PREFIX = "parquet:"
 
 
 def dagster_home() -> Path:
@@ -20,27 +24,28 @@ def dagster_home() -> Path:
 
 def warehouse_path() -> Path:
     """`PROVE_WAREHOUSE`, else `$DAGSTER_HOME/warehouse.duckdb` (for the Parquet warehouse, its folder)."""
-    location = os.environ.get("PROVE_WAREHOUSE") or str(dagster_home() / "warehouse.duckdb")
+    location = Settings.from_env().warehouse or str(dagster_home() / "warehouse.duckdb")
     return Path(location.removeprefix(PARQUET_PREFIX)).expanduser().resolve()
-
-
-# `PROVE_WAREHOUSE=parquet:/dir` selects the many-writer Parquet warehouse.
-PARQUET_PREFIX = "parquet:"
 
 
 def warehouse_location() -> str:
     """What `open_warehouse` opens: the DuckDB file (the default), or `parquet:<folder>`."""
-    parquet = (os.environ.get("PROVE_WAREHOUSE") or "").startswith(PARQUET_PREFIX)
+    parquet = (Settings.from_env().warehouse or "").startswith(PARQUET_PREFIX)
     return (PARQUET_PREFIX if parquet else "") + str(warehouse_path())
 
 
 def prompts_dir() -> Path:
-    return Path(os.environ.get("PROVE_PROMPTS_DIR") or PROJECT_ROOT / "prompts").resolve()
+    return Settings.from_env().prompts_dir.resolve()
 
 
 def datasets_file() -> Path:
-    return Path(os.environ.get("PROVE_DATASETS") or PROJECT_ROOT / "datasets.yaml").resolve()
+    return Settings.from_env().datasets.resolve()
 
 
 def models_file() -> Path:
-    return Path(os.environ.get("PROVE_MODELS") or PROJECT_ROOT / "models.yaml").resolve()
+    return Settings.from_env().models.resolve()
+
+
+def models_dir() -> Path:
+    """Where the embedded LLM's weights are unpacked (`PROVE_MODELS_DIR`, else `$DAGSTER_HOME/models`)."""
+    return (Settings.from_env().models_dir or dagster_home() / "models").expanduser()

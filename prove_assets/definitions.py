@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from prove_assets.defs import benchmark, checks, evaluation, evaluators, explorer, llm_checks, quality, reports
+from prove_assets.defs import checks, construction, evaluation, evaluators, explorer, llm_checks, quality, reports
 from prove_assets.defs.registry import registry_sensor
 from prove_assets.defs.resources import (
     EmbeddingResource,
@@ -12,14 +12,14 @@ from prove_assets.defs.resources import (
     visual_entailment_from_env,
 )
 
-all_assets = dg.load_assets_from_modules([benchmark, evaluation, evaluators, reports, explorer, quality])
+all_assets = dg.load_assets_from_modules([construction, evaluation, evaluators, reports, explorer, quality])
 all_checks = dg.load_asset_checks_from_modules([checks, llm_checks])
 
 # A run cannot mix shard and shard x model partitions, hence three jobs. The in-process
 # executor: steps here are few and heavy, and it is ~4x faster than multiprocess for them.
 build_benchmark = dg.define_asset_job(
     "build_benchmark",
-    selection=dg.AssetSelection.groups("ingest", "benchmark"),
+    selection=dg.AssetSelection.groups("construction"),
     executor_def=dg.in_process_executor,
     description="Images -> caption tuples -> scene graphs -> QA candidates -> verified QA -> answer tuples, per shard.",
 )

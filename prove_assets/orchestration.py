@@ -14,9 +14,9 @@ from typing import Any
 import dagster as dg
 import yaml
 
-from prove_assets.backends.llm import LLMSettings
 from prove_assets.backends.responders import BACKENDS, load_models
 from prove_assets.config import dagster_home, models_file
+from prove_assets.settings import LLMSettings
 
 
 def get_instance() -> dg.DagsterInstance:

@@ -13,7 +13,6 @@ count is estimated (one request per image, per kept pair, ...) and marked `estim
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,13 +20,14 @@ from typing import Any
 import pandas as pd
 
 from prove_assets.backends.dry_run import DryRunGateway, PendingRequest, PlanLedger, RecordedCalls
-from prove_assets.backends.llm import LLMRequest, LLMSettings
 from prove_assets.backends.responders import ModelSpec, Question, load_models, response_requests
 from prove_assets.config import LEDGER_PATH, datasets_file, models_file, prompts_dir, warehouse_path
 from prove_assets.core.cost import Estimate, Price, UsageProfile, estimate, pick_profile, usage_profiles
 from prove_assets.core.datasets import Record, load_registry, parse_shard_key, read_shard
 from prove_assets.core.prompts import load_prompt
+from prove_assets.core.requests import LLMRequest
 from prove_assets.defs.settings import QA_FILTER, QA_TARGETS
+from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import Warehouse
 
 # Verdicts of the pairs the post-processing filter judged (it judges the pairs whose program output
@@ -117,7 +117,7 @@ def _round(x: float) -> float | int:
 
 def llm_price() -> Price | None:
     """PROVE_LLM_PRICE_IN / PROVE_LLM_PRICE_OUT: money per 1k tokens of the benchmark LLM."""
-    return Price.from_settings(os.environ.get("PROVE_LLM_PRICE_IN"), os.environ.get("PROVE_LLM_PRICE_OUT"))
+    return Price.from_settings(Settings.from_env().llm_price_in, Settings.from_env().llm_price_out)
 
 
 def model_price(spec: ModelSpec) -> Price | None:
@@ -345,7 +345,7 @@ class Planner:
     # --- evaluation (evaluate_models, one shard x model) -----------------------------------------
     def evaluation(self, shard: str, spec: ModelSpec, benchmark_stable: bool) -> None:
         from prove_assets.backends.responders import Response
-        from prove_assets.defs.benchmark import tuples_request
+        from prove_assets.defs.construction import tuples_request
         from prove_assets.defs.evaluation import kept_questions, response_tuple_inputs
         from prove_assets.defs.evaluators import (
             JudgeConfig,

@@ -26,9 +26,11 @@ from prove_assets.backends.endpoints import (
     failed_share_verdict,
     preflight,
 )
-from prove_assets.backends.llm import LLM_CALLS_DDL, LLMGateway, LLMRequest, LLMSettings
+from prove_assets.backends.llm import LLM_CALLS_DDL, LLMGateway
 from prove_assets.core.prompts import Prompt
+from prove_assets.core.requests import LLMRequest
 from prove_assets.definitions import all_assets, all_checks
+from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import Warehouse
 from prove_assets_tests.pipeline import scripted_resources
 from prove_assets_tests.scripted_llm import ScriptedLLMServer
@@ -131,7 +133,7 @@ def test_asset_check_fails_the_step_when_all_requests_fail_and_warns_on_some(
     scripted_llm.fail_all = REFUSES_IMAGES
     res = dg.materialize(
         [*all_assets, *all_checks],
-        selection=dg.AssetSelection.groups("ingest", "benchmark"),
+        selection=dg.AssetSelection.groups("construction"),
         partition_key="mini-000",
         instance=instance,
         resources=scripted_resources(scripted_llm.base_url),

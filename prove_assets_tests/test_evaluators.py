@@ -244,7 +244,7 @@ def test_evaluators_end_to_end(instance, scripted_llm, prove_home, capsys):
     instance.add_dynamic_partitions("models", ["gold", "blind"])
     assets, res = _assets(), scripted_resources(scripted_llm.base_url)
     assert dg.materialize(
-        assets, selection=dg.AssetSelection.groups("ingest", "benchmark"), partition_key="mini-000",
+        assets, selection=dg.AssetSelection.groups("construction"), partition_key="mini-000",
         instance=instance, resources=res,
     ).success  # fmt: skip
     wh = Warehouse(prove_home / "warehouse.duckdb")
@@ -330,7 +330,7 @@ def test_vlm_judge_sees_the_image(instance, scripted_llm, prove_home):
     instance.add_dynamic_partitions("models", ["gold"])
     assets, res = _assets(), scripted_resources(scripted_llm.base_url)
     assert dg.materialize(
-        assets, selection=dg.AssetSelection.groups("ingest", "benchmark"), partition_key="mini-000",
+        assets, selection=dg.AssetSelection.groups("construction"), partition_key="mini-000",
         instance=instance, resources=res,
     ).success  # fmt: skip
     assert dg.materialize(

@@ -290,7 +290,7 @@ def build_demo_warehouse(instance: dg.DagsterInstance, base_url: str, models: tu
         assert result.success
         return result
 
-    run(dg.AssetSelection.groups("ingest", "benchmark"), "mini-000")
+    run(dg.AssetSelection.groups("construction"), "mini-000")
     for m in models:
         run(dg.AssetSelection.assets(*EVALUATION), shard_model(m))
     return run(dg.AssetSelection.assets(*REPORTS))

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from prove_assets.backends.llm import LLMGateway, LLMRequest, extract_json, salvage_truncated_json
+from prove_assets.backends.llm import LLMGateway, extract_json, salvage_truncated_json
 from prove_assets.backends.responders import ModelRegistryError, load_models
 from prove_assets.core.construction.generation import PAIR_SCHEMA, parse_pair, parse_qa_text
 from prove_assets.core.datasets import DatasetConfigError, DatasetSpec, Record, Skip, load_registry, read_shard
+from prove_assets.core.requests import LLMRequest
 from prove_assets.core.scene_graph_io import SceneGraphFormatError, parse_scene_graph, read_scene_graph_file
 from prove_assets.storage.audit import read_marks_file
 from prove_assets_tests.fuzz_contracts import check, fuzz_targets

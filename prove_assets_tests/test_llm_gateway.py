@@ -17,15 +17,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from prove_assets.backends.llm import (
-    LLMGateway,
-    LLMRequest,
-    LLMSettings,
-    export_ledger,
-    extract_json,
-    import_ledger,
-)
+from prove_assets.backends.llm import LLMGateway, export_ledger, extract_json, import_ledger
 from prove_assets.core.prompts import Prompt
+from prove_assets.core.requests import LLMRequest
+from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import Warehouse
 from prove_assets_tests.scripted_llm import ScriptedLLMServer
 

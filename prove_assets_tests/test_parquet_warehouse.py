@@ -190,7 +190,7 @@ def test_scripted_pipeline_gives_the_same_leaderboard_on_both_storages(
     ]:
         monkeypatch.setenv("PROVE_WAREHOUSE", location)
         res = scripted_resources(scripted_llm.base_url)
-        assert run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000").success
+        assert run_groups(instance, res, "construction", partition_key="mini-000").success
         for model in ("gold", "blind"):
             assert run_groups(instance, res, "evaluation", partition_key=shard_model(model)).success
         assert run_selection(instance, res, [dg.AssetKey("leaderboard")]).success
@@ -206,7 +206,9 @@ def test_scripted_pipeline_gives_the_same_leaderboard_on_both_storages(
 _GATEWAY = textwrap.dedent(
     """
     import sys
-    from prove_assets.backends.llm import LLMGateway, LLMRequest, LLMSettings
+    from prove_assets.backends.llm import LLMGateway
+    from prove_assets.core.requests import LLMRequest
+    from prove_assets.settings import LLMSettings
     from prove_assets.core.prompts import Prompt
     from prove_assets.storage.parquet_warehouse import open_warehouse
     location, base_url = sys.argv[1], sys.argv[2]
@@ -223,8 +225,10 @@ def test_killed_gateway_loses_no_call_and_the_next_one_repeats_none(kind: str, t
     import json
     from collections import Counter
 
-    from prove_assets.backends.llm import LLMGateway, LLMRequest, LLMSettings
+    from prove_assets.backends.llm import LLMGateway
     from prove_assets.core.prompts import Prompt
+    from prove_assets.core.requests import LLMRequest
+    from prove_assets.settings import LLMSettings
     from prove_assets_tests.scripted_llm import ScriptedLLMServer
 
     location = str(tmp_path / "w.duckdb") if kind == "duckdb" else f"parquet:{tmp_path / 'pq'}"

@@ -11,7 +11,7 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", ["gold", "blind"])
     res = scripted_resources(scripted_llm.base_url)
-    build = run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
+    build = run_groups(instance, res, "construction", partition_key="mini-000")
     assert build.success
     wh = Warehouse(prove_home / "warehouse.duckdb")
     imgs = wh.read("images")
@@ -55,11 +55,11 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
     assert split.loc["attribute", "n_gold"] >= extraction.set_index("kind").loc["attribute", "n_gold"]
 
     # Re-running the construction sends no request: everything is in the call cache.
-    again = run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
+    again = run_groups(instance, res, "construction", partition_key="mini-000")
     assert again.success
     assert scripted_llm.chat_requests > requests_after_build  # evaluation did send some
     before = scripted_llm.chat_requests
-    run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
+    run_groups(instance, res, "construction", partition_key="mini-000")
     assert scripted_llm.chat_requests == before
 
     # Lineage of one kept pair: caption -> tuples -> generation call -> program -> each model's score.
@@ -85,7 +85,7 @@ def test_cli_reads_the_warehouse(instance, scripted_llm, prove_home, tmp_path, c
     instance.add_dynamic_partitions("shards", ["mini-000"])
     instance.add_dynamic_partitions("models", ["gold"])
     res = scripted_resources(scripted_llm.base_url)
-    run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000")
+    run_groups(instance, res, "construction", partition_key="mini-000")
     run_groups(instance, res, "evaluation", partition_key=shard_model("gold"))
     run_groups(instance, res, "reports")
     capsys.readouterr()

@@ -81,7 +81,7 @@ def test_plan_matches_what_the_run_sends(
 ) -> None:
     res = scripted_resources(scripted_llm.base_url)
     instance.add_dynamic_partitions("shards", ["mini-000"])
-    assert run_groups(instance, res, "ingest", "benchmark", partition_key="mini-000").success
+    assert run_groups(instance, res, "construction", partition_key="mini-000").success
     models_file = Path(os.environ["PROVE_MODELS"])
     registry = yaml.safe_load(models_file.read_text())
     registry["models"][MODEL] = {

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from prove_assets.backends.llm import LLMGateway, LLMSettings
+from prove_assets.backends.llm import LLMGateway
 from prove_assets.backends.responders import ModelRegistryError, ModelSpec, Question, load_models, respond
 from prove_assets.config import PROJECT_ROOT, SAMPLE_DIR, prompts_dir
+from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import Warehouse
 
 QUESTIONS = [

@@ -16,11 +16,13 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from prove_assets.backends.llm import LLMGateway, LLMRequest, LLMSettings
+from prove_assets.backends.llm import LLMGateway
 from prove_assets.backends.responders import ModelSpec, Question, respond
 from prove_assets.config import PROJECT_ROOT, SAMPLE_DIR, prompts_dir
 from prove_assets.core.prompts import Prompt
+from prove_assets.core.requests import LLMRequest
 from prove_assets.defs.resources import WarehouseResource
+from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import Warehouse, WarehouseLockedError
 from prove_assets_tests.scripted_llm import ScriptedLLMServer
 

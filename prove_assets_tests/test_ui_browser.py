@@ -231,7 +231,7 @@ def test_dagster_ui_in_chromium(instance, scripted_llm, prove_home):
     build_demo_warehouse(instance, scripted_llm.base_url)  # mini-000: benchmark, gold + blind, reports
     instance.add_dynamic_partitions("shards", ["mini-001"])
     assert run_groups(
-        instance, scripted_resources(scripted_llm.base_url), "ingest", "benchmark", partition_key="mini-001"
+        instance, scripted_resources(scripted_llm.base_url), "construction", partition_key="mini-001"
     ).success
     built_s = time.monotonic() - started
     wh = Warehouse(prove_home / "warehouse.duckdb")

@@ -20,8 +20,9 @@ from typing import Any
 
 import duckdb
 
-from prove_assets.backends.llm import LLMGateway, LLMSettings, _CallLog, _canonical, _redact_images
+from prove_assets.backends.llm import LLMGateway, _CallLog, _canonical, _redact_images
 from prove_assets.core.prompts import Prompt
+from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
 
 # How the gateway's repair request (one retry after unparseable output) begins.

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 
 import openai
 
+from prove_assets.settings import Settings
+
 if TYPE_CHECKING:
-    from prove_assets.backends.llm import LLMSettings
+    from prove_assets.settings import LLMSettings
 
 # What each kind means, for summaries.
 ERROR_KINDS = {
@@ -191,7 +193,7 @@ def preflight(settings: LLMSettings, role: str, names: SettingNames, timeout_s: 
 
 
 def preflight_skipped() -> bool:
-    return os.environ.get(SKIP_PREFLIGHT_ENV, "").strip().lower() in ("1", "true", "yes")
+    return Settings.from_env().skip_preflight
 
 
 # Endpoints that passed in this process: (base_url, model, key env) -> when. A run's steps each

@@ -26,7 +26,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,10 +38,10 @@ from openai._constants import DEFAULT_CONNECTION_LIMITS
 from prove_assets.backends.endpoints import MissingAPIKeyError, classify, failure_summary, status_kind
 from prove_assets.core.json_input import checked_utf8, loads_json
 from prove_assets.core.prompts import Prompt
+from prove_assets.core.requests import LLMRequest, LLMResult
+from prove_assets.settings import LLMSettings
 from prove_assets.storage.call_spool import CallSpool, recover_spools
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
-
-DEFAULT_EMBEDDED_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 
 LLM_CALLS_DDL = f"""
 CREATE TABLE IF NOT EXISTS {SCHEMA}.llm_calls (
@@ -66,72 +65,6 @@ def ensure_llm_calls(warehouse: Warehouse) -> None:
 
 
 _DATA_URL = re.compile(r"data:image/[a-z+]+;base64,[A-Za-z0-9+/=]+")
-
-
-@dataclass(frozen=True)
-class LLMSettings:
-    """Where requests go and how they are made. `base_url=None` means the embedded model."""
-
-    base_url: str | None = None
-    model: str = DEFAULT_EMBEDDED_MODEL
-    api_key_env: str | None = None
-    gguf_path: str | None = None
-    json_mode: str = "auto"  # auto | llamacpp | json_schema | json_object | none
-    temperature: float = 0.0
-    seed: int = 0
-    max_tokens: int = 2048
-    timeout_s: float = 600.0
-    max_retries: int = 4
-    max_concurrency: int = 1
-
-    @property
-    def embedded(self) -> bool:
-        return not self.base_url
-
-    def resolved_json_mode(self) -> str:
-        if self.json_mode != "auto":
-            return self.json_mode
-        return "llamacpp" if self.embedded else "json_schema"
-
-
-@dataclass(frozen=True)
-class LLMRequest:
-    """One chat request: a prompt file rendered with values, optionally expecting JSON.
-
-    `validate` turns parsed JSON (or, with no schema, the text) into the caller's structure and
-    raises ValueError when the shape is wrong (that triggers the one repair request)."""
-
-    prompt: Prompt
-    values: dict[str, Any]
-    schema: dict[str, Any] | None = None
-    validate: Callable[[Any], Any] | None = None
-    max_tokens: int | None = None
-    image_url: str | None = None  # a data URL attached to the last user turn (vision chat)
-
-    def messages(self) -> list[dict[str, Any]]:
-        msgs = self.prompt.render(**self.values)
-        if self.image_url:
-            last = msgs[-1]
-            msgs[-1] = {
-                "role": last["role"],
-                "content": [
-                    {"type": "image_url", "image_url": {"url": self.image_url}},
-                    {"type": "text", "text": last["content"]},
-                ],
-            }
-        return msgs
-
-
-@dataclass
-class LLMResult:
-    call_id: str | None
-    text: str | None
-    data: Any = None
-    error: str | None = None
-    cached: bool = False
-    latency_s: float | None = None
-    call_ids: list[str] = field(default_factory=list)  # every call made for it (incl. repair)
-    error_kind: str | None = None  # see prove_assets.backends.endpoints.ERROR_KINDS
 
 
 class LLMCallError(RuntimeError):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from prove_assets.config import dagster_home
+from prove_assets.config import models_dir
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def models_dir() -> Path:
-    return Path(os.environ.get("PROVE_MODELS_DIR") or dagster_home() / "models")
 
 
 def ensure_gguf(name: str) -> Path:

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prove_assets.backends.llm import LLMGateway, LLMRequest, LLMSettings
+from prove_assets.backends.llm import LLMGateway
 from prove_assets.core.json_input import yaml_registry_section
 from prove_assets.core.prompts import load_prompt
+from prove_assets.core.requests import LLMRequest
+from prove_assets.settings import LLMSettings
 
 BACKENDS = ("gold", "caption_oracle", "blind", "openai", "transformers")
 

@@ -7,8 +7,8 @@ import dagster as dg
 import pandas as pd
 
 from prove_assets.core.reports.leaderboard import SCORE_COLUMNS, known_answer_failures, known_order_differences
-from prove_assets.defs.benchmark import verified_qa
 from prove_assets.defs.common import markdown_table
+from prove_assets.defs.construction import verified_qa
 from prove_assets.defs.evaluation import kept_questions, model_responses, response_scores
 from prove_assets.defs.partitions import partition_columns, shard_model_partitions, shard_partitions
 from prove_assets.defs.reports import leaderboard

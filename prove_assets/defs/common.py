@@ -1,4 +1,5 @@
-"""Helpers shared by the asset modules: writing a partition and reporting its data version."""
+"""Helpers shared by the asset modules: the settings, code versions, writing a partition and
+reporting its data version."""
 
 from __future__ import annotations
 
@@ -8,8 +9,20 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
+from prove_assets.config import prompts_dir
+from prove_assets.core.prompts import prompts_version
 from prove_assets.defs.partitions import partition_columns
+from prove_assets.settings import Settings
 from prove_assets.storage.warehouse import Warehouse
+
+# Read once, when the definitions load: the settings are part of the assets' code versions.
+SETTINGS = Settings.from_env()
+
+
+def code_version(prompt_names: list[str], **settings: object) -> str:
+    """Hash of the asset's prompt files plus its settings and the LLM model name."""
+    return prompts_version(prompts_dir(), prompt_names, {"llm_model": SETTINGS.llm_model, **settings})
+
 
 # Columns that change on every run without the content changing; kept out of the data version.
 _VOLATILE = ("run_id",)

@@ -14,22 +14,22 @@ import dagster as dg
 import pandas as pd
 
 from prove_assets.backends.endpoints import SettingNames
-from prove_assets.backends.llm import LLMGateway, LLMSettings
+from prove_assets.backends.llm import LLMGateway
 from prove_assets.backends.responders import Question, load_models, respond
 from prove_assets.config import models_file, prompts_dir
 from prove_assets.core.construction.canonical import canonical_version
+from prove_assets.core.construction.extraction import tuples_by
 from prove_assets.core.construction.parse_extract import parser_version
 from prove_assets.core.evaluation.scoring import Score, paper_score, question_type
 from prove_assets.core.evaluation.strict import StrictEntailment, strict_score, strict_scorer_version
-from prove_assets.defs.benchmark import (
+from prove_assets.defs.common import SETTINGS, code_version, write_partition
+from prove_assets.defs.construction import (
     answer_tuples,
     caption_tuples,
     extract_and_write,
     images,
-    tuples_by,
     verified_qa,
 )
-from prove_assets.defs.common import write_partition
 from prove_assets.defs.partitions import partition_columns, same_shard, shard_model_partitions
 from prove_assets.defs.resources import (
     EmbeddingResource,
@@ -39,7 +39,7 @@ from prove_assets.defs.resources import (
     progress_logger,
     step_gateway,
 )
-from prove_assets.defs.settings import HALLUCINATION_THRESHOLD, code_version
+from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import Warehouse
 
 
@@ -226,7 +226,7 @@ SCORE_COLUMNS = [
     code_version=code_version(
         ["visual_entailment"],
         scorers="paper,strict",
-        threshold=HALLUCINATION_THRESHOLD,
+        threshold=SETTINGS.hallucination_threshold,
         strict=strict_scorer_version(),
     ),
     kinds={"duckdb"},
@@ -258,7 +258,7 @@ def response_scores(
     # One batched, de-duplicated encoding of every tuple in the partition; scoring then reads the memo.
     strict.prepare(t for group in (gt, caption, rtuples) for ts in group.values() for t in ts)
     scorers: dict[str, Callable[..., Score]] = {
-        "paper": lambda q, a, r, c, ve: paper_score(q, a, r, c, embedder, HALLUCINATION_THRESHOLD, ve),
+        "paper": lambda q, a, r, c, ve: paper_score(q, a, r, c, embedder, SETTINGS.hallucination_threshold, ve),
         "strict": lambda q, a, r, c, ve: strict_score(q, a, r, c, strict, ve),
     }
     rows: list[dict[str, Any]] = []

@@ -30,7 +30,6 @@ import pandas as pd
 from pydantic import Field
 
 from prove_assets.backends.endpoints import CONSTRUCTION_LLM, JUDGE_VLM
-from prove_assets.backends.llm import LLMRequest, LLMResult, LLMSettings
 from prove_assets.backends.responders import image_data_url, load_models
 from prove_assets.config import LEDGER_PATH, models_file, prompts_dir
 from prove_assets.core.evaluation.evaluators import (
@@ -56,14 +55,15 @@ from prove_assets.core.evaluation.evaluators import (
 )
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.reports.calibration import make_cases
+from prove_assets.core.requests import LLMRequest, LLMResult
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.defs.benchmark import answer_tuples, images, scene_graphs, verified_qa
-from prove_assets.defs.common import content_version, markdown_table, write_partition
+from prove_assets.defs.common import code_version, content_version, markdown_table, write_partition
+from prove_assets.defs.construction import answer_tuples, images, scene_graphs, verified_qa
 from prove_assets.defs.evaluation import kept_questions, model_responses, response_scores
 from prove_assets.defs.partitions import partition_columns, same_shard, shard_model_partitions
 from prove_assets.defs.quality import calibration_sources, metric_calibration
 from prove_assets.defs.resources import LLMResource, WarehouseResource, progress_logger, step_gateway
-from prove_assets.defs.settings import code_version
+from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import Warehouse
 
 JUDGE_KINDS = ("text", "vlm")

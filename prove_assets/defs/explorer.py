@@ -9,7 +9,7 @@ from prove_assets.backends.responders import load_models
 from prove_assets.config import dagster_home, models_file
 from prove_assets.core.reports.audit import current_marks, latest_marks
 from prove_assets.core.reports.explorer import EXPLORER_DIR, TABLES, write_explorer
-from prove_assets.defs.benchmark import verified_qa
+from prove_assets.defs.construction import verified_qa
 from prove_assets.defs.reports import leaderboard, qa_audit
 from prove_assets.defs.resources import WarehouseResource
 from prove_assets.storage.audit import benchmark_pairs, read_audit_log

@@ -7,17 +7,17 @@ broken endpoint never looks like an empty benchmark), WARN above `PROVE_LLM_FAIL
 The checks name their assets by key (only those the asset modules define).
 """
 
-import os
 from typing import Any
 
 import dagster as dg
 
 from prove_assets.backends.endpoints import failed_share_verdict
-from prove_assets.defs import benchmark, evaluation, evaluators
+from prove_assets.defs import construction, evaluation, evaluators
+from prove_assets.defs.common import SETTINGS
 from prove_assets.defs.partitions import shard_model_partitions, shard_partitions
 from prove_assets.defs.resources import LLM_FAILURE, LLM_REQUESTS, LLM_REQUESTS_FAILED
 
-WARN_SHARE = float(os.environ.get("PROVE_LLM_FAILED_WARN_SHARE", "0.1"))
+WARN_SHARE = SETTINGS.llm_failed_warn_share
 
 # The steps that send LLM requests through `step_gateway`, with their partitions.
 LLM_STEPS: dict[str, dg.PartitionsDefinition] = {
@@ -71,6 +71,6 @@ def _failed_requests_check(asset: str, partitions_def: dg.PartitionsDefinition) 
 
 # Only steps that exist (asset modules get rewritten; a check on a missing asset fails the Definitions).
 _defined = {
-    k.to_user_string() for a in dg.load_assets_from_modules([benchmark, evaluation, evaluators]) for k in a.keys
+    k.to_user_string() for a in dg.load_assets_from_modules([construction, evaluation, evaluators]) for k in a.keys
 }
 llm_failure_checks = [_failed_requests_check(asset, pdef) for asset, pdef in LLM_STEPS.items() if asset in _defined]

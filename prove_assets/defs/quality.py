@@ -7,6 +7,7 @@ import dagster as dg
 import pandas as pd
 
 from prove_assets.config import SAMPLE_DIR
+from prove_assets.core.construction.extraction import tuples_by
 from prove_assets.core.construction.parse_extract import extractor_setting, parser_version
 from prove_assets.core.evaluation.scoring import paper_score
 from prove_assets.core.evaluation.strict import StrictEntailment, strict_score, strict_scorer_version
@@ -20,10 +21,9 @@ from prove_assets.core.reports.quality import (
     still_right_on_gold,
 )
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.defs.benchmark import answer_tuples, caption_tuples, images, tuples_by, verified_qa
-from prove_assets.defs.common import content_version, markdown_table
+from prove_assets.defs.common import SETTINGS, content_version, markdown_table
+from prove_assets.defs.construction import answer_tuples, caption_tuples, images, verified_qa
 from prove_assets.defs.resources import EmbeddingResource, SandboxResource, WarehouseResource
-from prove_assets.defs.settings import ANSWER_MATCH_THRESHOLD, HALLUCINATION_THRESHOLD
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
 
 # Enough kept pairs for per-type rates to within a few points; past it the report's time and
@@ -74,7 +74,7 @@ def calibration_sources(wh: Warehouse, max_kept: int = MAX_KEPT_SOURCES) -> tupl
     group_name="reports",
     deps=[answer_tuples, caption_tuples, verified_qa],
     pool="duckdb",
-    code_version=f"{calibration_version()}-{strict_scorer_version()}-{HALLUCINATION_THRESHOLD}-{MAX_KEPT_SOURCES}",
+    code_version=f"{calibration_version()}-{strict_scorer_version()}-{SETTINGS.hallucination_threshold}-{MAX_KEPT_SOURCES}",
     kinds={"duckdb"},
 )
 def metric_calibration(
@@ -93,7 +93,7 @@ def metric_calibration(
     # One batched encoding of everything the scorers will compare (memoised by the embedder).
     strict.prepare({t for c in cases for t in (*c.source.answer, *c.source.reference, *c.response)})
     scorers = {
-        "paper": lambda q, a, r, c: paper_score(q, a, r, c, embedder, threshold=HALLUCINATION_THRESHOLD),
+        "paper": lambda q, a, r, c: paper_score(q, a, r, c, embedder, threshold=SETTINGS.hallucination_threshold),
         "strict": lambda q, a, r, c: strict_score(q, a, r, c, strict),
     }
     results = evaluate(cases, scorers)
@@ -196,7 +196,7 @@ def construction_quality(
         outputs = [r.output if r.ok else "" for r in runs]
         sims = (embedder.encode(kept["answer"].tolist()) * embedder.encode([o or "" for o in outputs])).sum(axis=1)
         checks = [
-            still_right_on_gold(a, o, float(s), ANSWER_MATCH_THRESHOLD)
+            still_right_on_gold(a, o, float(s), SETTINGS.answer_match_threshold)
             for a, o, s in zip(kept["answer"], outputs, sims, strict=True)
         ]
         kept = kept.assign(

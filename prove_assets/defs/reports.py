@@ -13,8 +13,8 @@ from prove_assets.core.reports.leaderboard import (
     leaderboard_table,
     wide_table,
 )
-from prove_assets.defs.benchmark import verified_qa
 from prove_assets.defs.common import content_version, markdown_table
+from prove_assets.defs.construction import verified_qa
 from prove_assets.defs.evaluation import response_scores
 from prove_assets.defs.resources import WarehouseResource
 from prove_assets.storage.audit import benchmark_pairs, read_audit_log

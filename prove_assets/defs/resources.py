@@ -15,13 +15,13 @@ from pydantic import Field, PrivateAttr
 
 from prove_assets.backends.endpoints import CONSTRUCTION_LLM, VISUAL_ENTAILMENT, SettingNames, fix_hint, preflight_once
 from prove_assets.backends.entailment import VLMJudgeEntailment
-from prove_assets.backends.llm import LLMGateway, LLMSettings
+from prove_assets.backends.llm import LLMGateway
 from prove_assets.config import LEDGER_PATH, prompts_dir, warehouse_location
 from prove_assets.core import progress
 from prove_assets.core.construction import parse_extract
 from prove_assets.core.evaluation.scoring import SentenceEmbedder
 from prove_assets.core.sandbox import Sandbox
-from prove_assets.defs.settings import LLM_MODEL
+from prove_assets.settings import LLMSettings, Settings
 from prove_assets.storage.parquet_warehouse import open_warehouse
 from prove_assets.storage.warehouse import Warehouse
 
@@ -48,21 +48,25 @@ class WarehouseResource(dg.ConfigurableResource):
             self._warehouse.close()
 
 
+# The LLM request defaults are declared once, in LLMSettings; the resource's fields start from them.
+_LLM_DEFAULTS = LLMSettings()
+
+
 class LLMResource(dg.ConfigurableResource):
     """The LLM used to build the benchmark and to extract tuples. No `base_url` = the embedded
     llama.cpp model (started on the first request the cache cannot answer)."""
 
     base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; empty = embedded model")
-    model: str = LLM_MODEL
+    model: str = _LLM_DEFAULTS.model
     api_key_env: str | None = Field(default=None, description="name of the env var holding the API key")
     gguf_path: str | None = Field(default=None, description="any GGUF file to serve instead of the default")
-    json_mode: str = "auto"
-    temperature: float = 0.0
-    seed: int = 0
-    max_tokens: int = 3072
-    timeout_s: float = 900.0
-    max_retries: int = 4
-    max_concurrency: int = 1
+    json_mode: str = _LLM_DEFAULTS.json_mode
+    temperature: float = _LLM_DEFAULTS.temperature
+    seed: int = _LLM_DEFAULTS.seed
+    max_tokens: int = _LLM_DEFAULTS.max_tokens
+    timeout_s: float = _LLM_DEFAULTS.timeout_s
+    max_retries: int = _LLM_DEFAULTS.max_retries
+    max_concurrency: int = _LLM_DEFAULTS.max_concurrency
     use_ledger: bool = True
     _warming: Future | None = PrivateAttr(default=None)
 
@@ -164,16 +168,15 @@ _step_outcomes: dict[tuple[str, str, str], dict[str, int | str]] = {}
 
 
 def llm_from_env() -> LLMResource:
-    """PROVE_LLM_BASE_URL / PROVE_LLM_MODEL / PROVE_LLM_API_KEY_ENV / PROVE_LLM_GGUF /
-    PROVE_LLM_JSON_MODE / PROVE_LLM_CONCURRENCY configure the LLM without code."""
-    env = os.environ.get
+    """The construction LLM as the `PROVE_LLM_*` variables configure it (prove_assets.settings)."""
+    llm = Settings.from_env().llm()
     return LLMResource(
-        base_url=env("PROVE_LLM_BASE_URL") or None,
-        model=LLM_MODEL,
-        api_key_env=env("PROVE_LLM_API_KEY_ENV") or None,
-        gguf_path=env("PROVE_LLM_GGUF") or None,
-        json_mode=env("PROVE_LLM_JSON_MODE", "auto"),
-        max_concurrency=int(env("PROVE_LLM_CONCURRENCY", "1")),
+        base_url=llm.base_url,
+        model=llm.model,
+        api_key_env=llm.api_key_env,
+        gguf_path=llm.gguf_path,
+        json_mode=llm.json_mode,
+        max_concurrency=llm.max_concurrency,
     )
 
 
@@ -304,11 +307,11 @@ class VisualEntailmentResource(dg.ConfigurableResource):
 
 
 def visual_entailment_from_env() -> VisualEntailmentResource:
-    """PROVE_VE_BACKEND (none|vlm_judge), PROVE_VE_BASE_URL, PROVE_VE_MODEL, PROVE_VE_API_KEY_ENV."""
-    env = os.environ.get
+    """The image check as the `PROVE_VE_*` variables configure it (prove_assets.settings)."""
+    settings = Settings.from_env()
     return VisualEntailmentResource(
-        backend=env("PROVE_VE_BACKEND", "none"),
-        base_url=env("PROVE_VE_BASE_URL") or None,
-        model=env("PROVE_VE_MODEL") or None,
-        api_key_env=env("PROVE_VE_API_KEY_ENV") or None,
+        backend=settings.ve_backend,
+        base_url=settings.ve_base_url,
+        model=settings.ve_model,
+        api_key_env=settings.ve_api_key_env,
     )

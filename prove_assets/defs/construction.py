@@ -7,9 +7,14 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from prove_assets.backends.llm import LLMRequest
 from prove_assets.config import datasets_file, prompts_dir
 from prove_assets.core.construction.canonical import canonical_version
+from prove_assets.core.construction.extraction import (
+    caption_chunk_inputs,
+    extract_tuple_rows,
+    tuples_by,
+    tuples_request,
+)
 from prove_assets.core.construction.gates import entailment_gate, gate_rows
 from prove_assets.core.construction.generation import (
     CANDIDATE_COLUMNS,
@@ -23,7 +28,7 @@ from prove_assets.core.construction.generation import (
     targeted_rows,
 )
 from prove_assets.core.construction.parse_extract import enabled as parser_enabled
-from prove_assets.core.construction.parse_extract import extract_text, parsed, parser_version
+from prove_assets.core.construction.parse_extract import parsed, parser_version
 from prove_assets.core.construction.targets import Target, plan_targets
 from prove_assets.core.construction.verify import (
     COMPLEX_NODES,
@@ -37,9 +42,10 @@ from prove_assets.core.datasets import Record, inspect_image, load_registry, par
 from prove_assets.core.evaluation.evaluators import OBJECT_SYNONYMS
 from prove_assets.core.evaluation.strict import StrictEntailment, strict_scorer_version
 from prove_assets.core.prompts import load_prompt
+from prove_assets.core.requests import LLMRequest
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.core.tuples import TUPLES_JSON_SCHEMA, SceneTuple, caption_chunks, parse_tuples, tuples_from_rows
-from prove_assets.defs.common import markdown_table, write_partition
+from prove_assets.core.tuples import SceneTuple
+from prove_assets.defs.common import SETTINGS, code_version, markdown_table, write_partition
 from prove_assets.defs.partitions import shard_partitions
 from prove_assets.defs.resources import (
     EmbeddingResource,
@@ -48,68 +54,7 @@ from prove_assets.defs.resources import (
     WarehouseResource,
     progress_logger,
 )
-from prove_assets.defs.settings import (
-    ANSWER_MATCH_THRESHOLD,
-    CAPTION_CHUNK_WORDS,
-    QA_FILTER,
-    QA_GENERATOR,
-    QA_MAX,
-    QA_MIN,
-    QA_TARGETS,
-    code_version,
-)
 from prove_assets.storage.flags import active_flags
-
-TUPLE_COLUMNS = ["kind", "entity", "attribute_type", "value", "relation_type", "predicate", "target", "text"]
-
-
-TUPLE_ROW_COLUMNS = [
-    "tuple_index",
-    *TUPLE_COLUMNS,
-    "extractor",
-    "call_id",
-    "error",
-    "normalised_from",
-    "normalise_reason",
-]
-
-
-def extract_tuple_rows(
-    results: list, keys: list[dict[str, Any]], key_columns: list[str], texts: list[str]
-) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Warehouse rows for tuple-extraction results: each text's LLM tuples combined with the
-    dependency parser's (`combine`), canonicalised per text (a caption's chunks together, keyed by
-    every key column but `chunk`): one row per tuple with its extractor (llm | parse), what it was
-    normalised from and why, or one row with the error (kind NULL) when the LLM's extraction failed,
-    so nothing disappears silently. Also returns the tuples the canonicalisation dropped, with why."""
-    group_columns = [c for c in key_columns if c != "chunk"]
-    groups: dict[tuple, list[int]] = {}
-    for i, key in enumerate(keys):
-        groups.setdefault(tuple(key[c] for c in group_columns), []).append(i)
-    rows: list[dict[str, Any]] = []
-    dropped_rows: list[dict[str, Any]] = []
-    for members in groups.values():
-        ok = [i for i in members if not results[i].error]
-        for i in members:
-            if results[i].error:
-                rows.append(
-                    {**keys[i], "tuple_index": -1, **dict.fromkeys(TUPLE_COLUMNS), "extractor": None,
-                     "call_id": results[i].call_id, "error": results[i].error, "normalised_from": None,
-                     "normalise_reason": None}
-                )  # fmt: skip
-        combined, canonical, dropped = extract_text([(results[i].data, texts[i]) for i in ok])
-        for n, c in enumerate(canonical):
-            i = ok[c.chunk]
-            # An LLM relation renamed to the parser's entities is still the LLM's.
-            extractor = "parse" if (c.source or c.tuple) in combined[c.chunk][1] else "llm"
-            rows.append(
-                {**keys[i], "tuple_index": n, **c.tuple.as_row(), "extractor": extractor,
-                 "call_id": results[i].call_id, "error": None,
-                 "normalised_from": c.source.text if c.source else None, "normalise_reason": c.reason}
-            )  # fmt: skip
-        for d in dropped:
-            dropped_rows.append({**keys[ok[d.chunk]], "tuple": d.tuple.text, "reason": d.reason})
-    return pd.DataFrame(rows, columns=[*key_columns, *TUPLE_ROW_COLUMNS]), dropped_rows
 
 
 def extract_and_write(
@@ -146,35 +91,7 @@ def tuple_metadata(
     }
 
 
-def tuples_request(text: str) -> LLMRequest:
-    """Tuple extraction for one text. max_tokens grows with the text (about 4 tokens a word is
-    what a full extraction needs) so a small model that loops is cut off early; the complete
-    tuples written before the cut are kept."""
-    return LLMRequest(
-        load_prompt(prompts_dir(), "extract_tuples"),
-        {"text": text},
-        TUPLES_JSON_SCHEMA,
-        validate=parse_tuples,
-        max_tokens=min(2048, 120 + 4 * len(text.split())),
-    )
-
-
-def tuples_by(df: pd.DataFrame, key: str) -> dict[str, list[SceneTuple]]:
-    """SceneTuples per `key` value, in the order they were written (`tuple_index`): a table read
-    returns rows in no fixed order, and the scene graph, its planned targets and so the LLM
-    requests follow the tuples' order (an unordered read made a fresh process plan other targets)."""
-    ok = df[df["error"].isna()] if "error" in df else df
-    if "tuple_index" in ok:
-        ok = ok.sort_values([key, "tuple_index"], kind="stable")
-    # One to_dict over the frame, grouped in Python: a to_dict per pandas group cost ~3 ms each,
-    # 11 s of a 100-image run (bench_orchestration).
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in ok.to_dict("records"):
-        groups.setdefault(row[key], []).append(row)
-    return {k: tuples_from_rows(groups[k]) for k in sorted(groups)}
-
-
-@dg.asset(group_name="ingest", partitions_def=shard_partitions, pool="duckdb", code_version="1", kinds={"duckdb"})
+@dg.asset(group_name="construction", partitions_def=shard_partitions, pool="duckdb", code_version="1", kinds={"duckdb"})
 def images(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """The shard's images with their hyper-detailed captions: image_id, dataset, split, path,
     sha256, width, height, caption. Malformed lines and missing or unreadable images are kept as
@@ -226,13 +143,13 @@ def images(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
 
 
 @dg.asset(
-    group_name="benchmark",
+    group_name="construction",
     partitions_def=shard_partitions,
     deps=[images],
     # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(
         ["extract_tuples"],
-        caption_chunk_words=CAPTION_CHUNK_WORDS,
+        caption_chunk_words=SETTINGS.caption_chunk_words,
         canonical=canonical_version(),
         parser=parser_version(),
     ),
@@ -249,28 +166,12 @@ def caption_tuples(
     extraction failed is one row with the error."""
     wh = warehouse.get()
     imgs = wh.read("images", {"shard": context.partition_key})
-    texts, keys = caption_chunk_inputs(imgs)
+    texts, keys = caption_chunk_inputs(imgs, SETTINGS.caption_chunk_words)
     return extract_and_write(context, wh, llm, "caption_tuples", texts, keys, ["image_id", "chunk"], "captions")
 
 
-def caption_chunk_inputs(imgs: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
-    """The caption chunks of a shard's usable images and their keys (image_id, chunk)."""
-    imgs = imgs[imgs["status"] == "ok"] if len(imgs) else pd.DataFrame(columns=["image_id", "caption"])
-    texts, keys = [], []
-    for img in imgs.itertuples():
-        for i, chunk in enumerate(caption_chunks(img.caption, CAPTION_CHUNK_WORDS)):
-            texts.append(chunk)
-            keys.append({"image_id": img.image_id, "chunk": i})
-    return texts, keys
-
-
-def caption_tuple_requests(imgs: pd.DataFrame) -> list[LLMRequest]:
-    """The requests caption_tuples sends for these images (`prove-assets plan` uses it)."""
-    return [tuples_request(t) for t in caption_chunk_inputs(imgs)[0]]
-
-
 @dg.asset(
-    group_name="benchmark",
+    group_name="construction",
     partitions_def=shard_partitions,
     deps=[images, caption_tuples],
     pool="duckdb",
@@ -330,18 +231,18 @@ def qa_generation_inputs(graphs: pd.DataFrame) -> list[tuple[str, list[Target], 
     out = []
     for g in graphs.itertuples():
         sg = SceneGraph.from_json(g.scene_graph)
-        if QA_GENERATOR == "free":
+        if SETTINGS.qa_generator == "free":
             req = LLMRequest(
                 load_prompt(prompts_dir(), "generate_qa"),
-                {"caption": sg.caption, "sg_dict": json.dumps(sg.sg_dict), "n_min": QA_MIN, "n_max": QA_MAX},
+                {"caption": sg.caption, "sg_dict": json.dumps(sg.sg_dict), "n_min": SETTINGS.qa_min, "n_max": SETTINGS.qa_max},
                 validate=parse_qa_text,
-                # ~110 tokens a pair: room for QA_MIN pairs; a model that runs on is cut off and the complete
-                # pairs are kept (the text format has no grammar to stop it at QA_MAX).
-                max_tokens=100 + 110 * QA_MIN,
+                # ~110 tokens a pair: room for SETTINGS.qa_min pairs; a model that runs on is cut off and the complete
+                # pairs are kept (the text format has no grammar to stop it at SETTINGS.qa_max).
+                max_tokens=100 + 110 * SETTINGS.qa_min,
             )
             out.append((g.image_id, [], [req]))
             continue
-        targets = plan_targets(sg, QA_TARGETS, ABSENT_VOCABULARY)
+        targets = plan_targets(sg, SETTINGS.qa_targets, ABSENT_VOCABULARY)
         prompt = load_prompt(prompts_dir(), "word_qa")
         reqs = [
             LLMRequest(prompt, {"target": target_text(t)}, PAIR_SCHEMA, validate=parse_pair, max_tokens=120)
@@ -352,16 +253,16 @@ def qa_generation_inputs(graphs: pd.DataFrame) -> list[tuple[str, list[Target], 
 
 
 @dg.asset(
-    group_name="benchmark",
+    group_name="construction",
     partitions_def=shard_partitions,
     deps=[scene_graphs],
     # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(
         ["generate_qa", "word_qa"],
-        generator=QA_GENERATOR,
-        targets=QA_TARGETS,
-        qa_min=QA_MIN,
-        qa_max=QA_MAX,
+        generator=SETTINGS.qa_generator,
+        targets=SETTINGS.qa_targets,
+        qa_min=SETTINGS.qa_min,
+        qa_max=SETTINGS.qa_max,
         planner=construction_version(),
     ),
     kinds={"duckdb", "llm"},
@@ -383,7 +284,7 @@ def qa_candidates(
     rows: list[dict[str, Any]] = []
     for image_id, targets, reqs in inputs:
         done = [next(results) for _ in reqs]
-        if QA_GENERATOR == "free":
+        if SETTINGS.qa_generator == "free":
             rows.extend(free_rows(image_id, done[0].data, done[0].call_id, done[0].error))
         else:
             rows.extend(targeted_rows(image_id, targets, [(r.data, r.call_id, r.error) for r in done]))
@@ -396,7 +297,7 @@ def qa_candidates(
         df,
         {
             "qa_pairs": dg.MetadataValue.int(len(ok)),
-            "generator": dg.MetadataValue.text(QA_GENERATOR),
+            "generator": dg.MetadataValue.text(SETTINGS.qa_generator),
             "pairs_by_kind": dg.MetadataValue.json({str(k): int(v) for k, v in ok["kind"].value_counts().items()}),
             "failed": dg.MetadataValue.int(int(df["error"].notna().sum())),
             "llm_requests_sent": dg.MetadataValue.int(sent),
@@ -447,7 +348,7 @@ def cosine(embedder: Any, a: list[str], b: list[str]) -> np.ndarray:
     return (ea * eb).sum(axis=1)
 
 
-@dg.asset(group_name="benchmark", partitions_def=shard_partitions, pool="duckdb", code_version="1", kinds={"duckdb"})
+@dg.asset(group_name="construction", partitions_def=shard_partitions, pool="duckdb", code_version="1", kinds={"duckdb"})
 def qa_flags(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """QA pairs a person flagged as bad (`prove-assets flag QA_ID --reason ...`, or marked wrong /
     irrelevant by `prove-assets audit`): the latest flag/unflag action per pair from the
@@ -492,16 +393,16 @@ def repair_request(row: dict[str, Any], candidate: dict[str, Any], target_facts:
 
 
 @dg.asset(
-    group_name="benchmark",
+    group_name="construction",
     partitions_def=shard_partitions,
     deps=[qa_candidates, scene_graphs, caption_tuples, qa_flags],
     # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(
         # extract_tuples: the answer-entailment gate reads each answer as a response is read.
         ["filter_qa", "repair_wording", "repair_program", "extract_tuples"],
-        answer_match_threshold=ANSWER_MATCH_THRESHOLD,
+        answer_match_threshold=SETTINGS.answer_match_threshold,
         complexity_nodes=COMPLEX_NODES,
-        qa_filter=QA_FILTER,
+        qa_filter=SETTINGS.qa_filter_mode,
         verifier=construction_version(),
         canonical=canonical_version(),
         parser=parser_version(),
@@ -545,7 +446,7 @@ def verified_qa(
                       [r.output or "" for r, ok in zip(runs, ran, strict=True) if ok])  # fmt: skip
         it = iter(sims)
         return [
-            verified_row(c, r, float(next(it)) if ok else None, ANSWER_MATCH_THRESHOLD, f)
+            verified_row(c, r, float(next(it)) if ok else None, SETTINGS.answer_match_threshold, f)
             for c, r, ok, f in zip(pairs, runs, ran, pair_facts, strict=True)
         ]
 
@@ -580,7 +481,7 @@ def verified_qa(
     df["visited"] = df["visited"].map(json.dumps)
     verified = list(df.index[df["verdict"] == "ok"])
     df.loc[verified, "verdict"] = "kept"
-    if QA_FILTER != "llm":
+    if SETTINGS.qa_filter_mode != "llm":
         df.loc[verified, "reason"] = "verified; post-filter: rules (PROVE_QA_FILTER=rules)"
         verified = []
     prompt = load_prompt(prompts_dir(), "filter_qa")
@@ -669,7 +570,7 @@ def planned_facts(candidates: pd.DataFrame) -> dict[str, str]:
 
 
 @dg.asset(
-    group_name="benchmark",
+    group_name="construction",
     partitions_def=shard_partitions,
     deps=[verified_qa, qa_candidates],
     # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
