@@ -137,7 +137,7 @@ def main() -> None:
             PROVE_LLM_MODEL="scripted",
             PROVE_LLM_JSON_MODE="json_object",
         )
-        from prove_assets.defs.registry import register_partitions
+        from prove_assets.definitions import register_partitions
         from prove_assets.orchestration import get_instance, run_steps
 
         instance = get_instance()

@@ -186,11 +186,11 @@ def sample_overhead() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         fresh_home(Path(tmp))
         instrument()
-        from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
-        from prove_assets.orchestration import get_instance, pipeline_steps
+        from prove_assets.definitions import register_partitions
+        from prove_assets.orchestration import get_instance
 
         register_partitions(get_instance())
-        rows = run_timed(pipeline_steps(registered_shards(), registered_models()))
+        rows = run_timed(every_step())
     print("orchestration overhead on the sample (LLM answers from the recorded ledger)")
     print(f"  {'run':44s} {'wall s':>7s} {'bodies':>7s} {'of which DuckDB':>15s} {'Dagster':>8s} {'overhead':>9s}")
     tot = defaultdict(float)
@@ -252,13 +252,13 @@ def scale_child(n: int) -> dict[str, Any]:
     """One size, in this (fresh) process: build + evaluate `gold` + report over n images."""
     with synthetic_home(n, PROVE_LLM_CONCURRENCY="4") as server:
         instrument()
-        from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
-        from prove_assets.orchestration import get_instance, pipeline_steps
+        from prove_assets.definitions import register_partitions
+        from prove_assets.orchestration import get_instance
         from prove_assets.storage.warehouse import Warehouse
 
         register_partitions(get_instance())
         started = time.perf_counter()
-        rows = run_timed(pipeline_steps(registered_shards(), registered_models()))
+        rows = run_timed(every_step())
         wall = time.perf_counter() - started
         wh = Warehouse(os.environ["PROVE_WAREHOUSE"])
         kept = int(wh.query("SELECT count(*) AS n FROM prove.verified_qa WHERE verdict = 'kept'")["n"][0])
@@ -323,14 +323,14 @@ def explorer_template(dest: Path) -> None:
         import dagster as dg
 
         from prove_assets.core.reports.explorer import TABLES
-        from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
-        from prove_assets.orchestration import _defs, get_instance, pipeline_steps, run_config
+        from prove_assets.definitions import register_partitions
+        from prove_assets.orchestration import _defs, get_instance, run_config
         from prove_assets.storage.warehouse import Warehouse
 
         instance = get_instance()
         register_partitions(instance)
         # The report job's other assets (calibration, evaluator agreement, figures) are not needed.
-        run_timed([s for s in pipeline_steps(registered_shards(), registered_models()) if s[0] != "report"])
+        run_timed([s for s in every_step() if s[0] != "report"])
         _defs().resolve_job_def("report").execute_in_process(
             instance=instance, asset_selection=[dg.AssetKey("leaderboard")], run_config=run_config("WARNING")
         )
@@ -452,3 +452,13 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def every_step() -> list:
+    """Every registered shard and model's steps, in the order a demo runs them."""
+    from prove_assets.backends.responders import load_models
+    from prove_assets.config import datasets_file, models_file
+    from prove_assets.core.datasets import registered_shards
+    from prove_assets.orchestration import pipeline_steps
+
+    return pipeline_steps(registered_shards(datasets_file()), list(load_models(models_file())))

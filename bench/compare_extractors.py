@@ -12,19 +12,21 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from prove_assets.backends.llm import LLMGateway
 from prove_assets.backends.local_llm import EMBEDDED_MODELS
 from prove_assets.config import SAMPLE_DIR, warehouse_location
 from prove_assets.core.construction.canonical import canonicalise
+from prove_assets.core.construction.extraction import tuples_request
 from prove_assets.core.construction.parse_extract import combine_chunks, enabled, parse_chunks
 from prove_assets.core.evaluation.scoring import SentenceEmbedder
 from prove_assets.core.reports.quality import KINDS, canonical_gold, extraction_quality, load_gold
 from prove_assets.core.tuples import caption_chunks
-from prove_assets.defs.construction import tuples_request
-from prove_assets.defs.resources import LLMResource
-from prove_assets.defs.settings import CAPTION_CHUNK_WORDS
+from prove_assets.settings import Settings
 from prove_assets.storage.parquet_warehouse import open_warehouse
+
+CAPTION_CHUNK_WORDS = Settings.from_env().caption_chunk_words
 
 # How each extractor setting turns one caption's chunks, (LLM tuples, text) each, into tuples per chunk.
 EXTRACTORS: dict[str, Callable[[list[tuple[list, str]]], list[list]]] = {
@@ -47,7 +49,7 @@ def main(models: list[str]) -> None:
     header = ["entity P/R/F1", "attribute P/R/F1", "relation P/R/F1"]
     print(f"{'model | extractor':82} " + " ".join(f"{h:>18}" for h in header) + f" {'failed':>6} {'wall s':>7}")
     for model in models:
-        settings = LLMResource(model=model).settings()
+        settings = replace(Settings.from_env().llm(), model=model)
         started = time.monotonic()
         # The same requests as the caption_tuples asset: a few sentences at a time.
         chunks = [(c["id"], chunk) for c in captions for chunk in caption_chunks(c["caption"], CAPTION_CHUNK_WORDS)]

@@ -21,7 +21,9 @@ from collections import Counter
 
 from prove_assets.backends.dry_run import DryRunGateway, PlanLedger, RecordedCalls
 from prove_assets.config import SAMPLE_DIR, warehouse_location
+from prove_assets.core.construction.extraction import tuples_request
 from prove_assets.core.construction.parse_extract import extract_text
+from prove_assets.core.construction.stages import ABSENT_VOCABULARY
 from prove_assets.core.construction.targets import COMPLEX_NODES, plan_targets
 from prove_assets.core.evaluation.scoring import SentenceEmbedder
 from prove_assets.core.evaluation.strict import StrictEntailment
@@ -35,10 +37,15 @@ from prove_assets.core.reports.quality import (
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.tuples import caption_chunks
-from prove_assets.defs.construction import ABSENT_VOCABULARY, tuples_request
-from prove_assets.defs.resources import LLMResource
-from prove_assets.defs.settings import ANSWER_MATCH_THRESHOLD, CAPTION_CHUNK_WORDS, QA_TARGETS
+from prove_assets.settings import Settings
 from prove_assets.storage.parquet_warehouse import open_warehouse
+
+SETTINGS = Settings.from_env()
+ANSWER_MATCH_THRESHOLD, CAPTION_CHUNK_WORDS, QA_TARGETS = (
+    SETTINGS.answer_match_threshold,
+    SETTINGS.caption_chunk_words,
+    SETTINGS.qa_targets,
+)
 
 
 def main(verbose: bool) -> None:
@@ -48,7 +55,7 @@ def main(verbose: bool) -> None:
     judge = StrictEntailment(embedder)
     chunks = [(c["id"], text) for c in captions for text in caption_chunks(c["caption"], CAPTION_CHUNK_WORDS)]
     # The plan's gateway: answers from recorded calls (warehouse or ledger), never sends.
-    gw = DryRunGateway(LLMResource().settings(), RecordedCalls(open_warehouse(warehouse_location())), PlanLedger())
+    gw = DryRunGateway(SETTINGS.llm(), RecordedCalls(open_warehouse(warehouse_location())), PlanLedger())
     results = gw.run([tuples_request(text) for _, text in chunks], lambda done, total: None)
     if gw.to_send:
         raise SystemExit(f"{len(gw.to_send)} caption chunks not recorded: run `make demo` first (this sends nothing)")

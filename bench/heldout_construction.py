@@ -219,12 +219,12 @@ def main() -> None:
 
     from prove_assets.backends.llm import export_ledger, import_ledger
     from prove_assets.config import LEDGER_PATH, warehouse_location
-    from prove_assets.defs.settings import LLM_MODEL
+    from prove_assets.settings import Settings
     from prove_assets.storage.parquet_warehouse import open_warehouse
 
     wh = open_warehouse(warehouse_location())
     if args.export_ledger:
-        export_ledger(wh, LEDGER, LLM_MODEL)
+        export_ledger(wh, LEDGER, Settings.from_env().llm_model)
         # Only the held-out calls: the sample's recorded ones (loaded by the gateway) ship in its own ledger.
         with gzip.open(LEDGER_PATH, "rt") as recorded:
             sample = {json.loads(line)["call_id"] for line in recorded}
@@ -246,7 +246,7 @@ def main() -> None:
         if LEDGER.exists():
             print(f"{import_ledger(wh, LEDGER)} recorded held-out calls loaded from {LEDGER.name}")
         instance = get_instance()
-        from prove_assets.defs.registry import register_partitions
+        from prove_assets.definitions import register_partitions
 
         register_partitions(instance)
         run_steps(instance, [("build_benchmark", f"{s}-000") for s in args.sets], "WARNING")

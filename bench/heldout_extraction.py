@@ -17,14 +17,15 @@ from pathlib import Path
 from prove_assets.backends.llm import LLMGateway
 from prove_assets.config import warehouse_location
 from prove_assets.core.construction.canonical import canonicalise
+from prove_assets.core.construction.extraction import tuples_request
 from prove_assets.core.construction.parse_extract import extract_text, parse_chunks
 from prove_assets.core.evaluation.scoring import SentenceEmbedder
 from prove_assets.core.reports.quality import KINDS, extraction_quality, load_gold
 from prove_assets.core.tuples import caption_chunks
-from prove_assets.defs.construction import tuples_request
-from prove_assets.defs.resources import LLMResource
-from prove_assets.defs.settings import CAPTION_CHUNK_WORDS
+from prove_assets.settings import Settings
 from prove_assets.storage.parquet_warehouse import open_warehouse
+
+CAPTION_CHUNK_WORDS = Settings.from_env().caption_chunk_words
 
 HELD_OUT = Path(__file__).parent / "heldout"
 
@@ -33,7 +34,7 @@ def main(folder: Path) -> None:
     gold = load_gold(folder)
     chunks = [(k, t) for k, g in gold.items() for t in caption_chunks(g.caption, CAPTION_CHUNK_WORDS)]
     start = time.time()
-    settings = LLMResource().settings()
+    settings = Settings.from_env().llm()
     with LLMGateway(settings, open_warehouse(warehouse_location()), log=lambda m: print(m, file=sys.stderr)) as gw:
         results = gw.run(
             [tuples_request(t) for _, t in chunks],

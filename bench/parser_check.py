@@ -17,7 +17,9 @@ from prove_assets.core.construction.parse_extract import parse_chunks
 from prove_assets.core.evaluation.scoring import SentenceEmbedder
 from prove_assets.core.reports.quality import KINDS, extraction_quality, load_gold
 from prove_assets.core.tuples import caption_chunks
-from prove_assets.defs.settings import CAPTION_CHUNK_WORDS
+from prove_assets.settings import Settings
+
+CAPTION_CHUNK_WORDS = Settings.from_env().caption_chunk_words
 
 HELD_OUT = Path(__file__).parent / "heldout"
 

@@ -33,6 +33,7 @@ import yaml
 
 from prove_assets.config import LEDGER_PATH, warehouse_location
 from prove_assets.core.reports.audit import AUDIT_PORT
+from prove_assets.settings import Settings
 from prove_assets.storage.parquet_warehouse import open_warehouse
 from prove_assets.storage.warehouse import SCHEMA, Warehouse
 
@@ -271,7 +272,7 @@ def cmd_add_model(args: argparse.Namespace) -> None:
     else:
         # The partition now, not at the registry sensor's next tick (up to 30 s, and only while the
         # daemon runs): the model is selectable in the UI's launch dialog at once.
-        from prove_assets.defs.registry import register_partitions
+        from prove_assets.definitions import register_partitions
         from prove_assets.orchestration import get_instance
 
         with get_instance() as instance:
@@ -441,7 +442,7 @@ def _audit_done(marked: int, flagged: set[str]) -> None:
 
 
 def cmd_register(args: argparse.Namespace) -> None:
-    from prove_assets.defs.registry import register_partitions
+    from prove_assets.definitions import register_partitions
     from prove_assets.orchestration import get_instance
 
     added = register_partitions(get_instance())
@@ -450,10 +451,11 @@ def cmd_register(args: argparse.Namespace) -> None:
 
 def cmd_export_ledger(args: argparse.Namespace) -> None:
     from prove_assets.backends.llm import export_ledger
-    from prove_assets.defs.settings import LLM_MODEL
 
-    n = export_ledger(open_warehouse(warehouse_location()), Path(args.path), LLM_MODEL)
-    print(f"wrote {n} recorded calls of {LLM_MODEL} to {args.path}")
+    model = Settings.from_env().llm_model
+
+    n = export_ledger(open_warehouse(warehouse_location()), Path(args.path), model)
+    print(f"wrote {n} recorded calls of {model} to {args.path}")
 
 
 def cmd_compare_evaluators(args: argparse.Namespace) -> None:

@@ -1,19 +1,22 @@
-"""The Dagster Definitions: PROVE's assets, checks, jobs, sensors and resources."""
+"""The Dagster Definitions: PROVE's assets, checks, jobs, sensors and resources. The one module
+outside `defs/` that imports it: the CLI, orchestration and tests reach the Dagster layer here."""
 
 import dagster as dg
 
-from prove_assets.defs import checks, construction, evaluation, evaluators, explorer, llm_checks, quality, reports
-from prove_assets.defs.registry import registry_sensor
+from prove_assets.defs import checks, construction, evaluation, reports
+from prove_assets.defs.registry import register_partitions, registry_sensor
 from prove_assets.defs.resources import (
     EmbeddingResource,
+    LLMResource,
     SandboxResource,
+    VisualEntailmentResource,
     WarehouseResource,
     llm_from_env,
     visual_entailment_from_env,
 )
 
-all_assets = dg.load_assets_from_modules([construction, evaluation, evaluators, reports, explorer, quality])
-all_checks = dg.load_asset_checks_from_modules([checks, llm_checks])
+all_assets = dg.load_assets_from_modules([construction, evaluation, reports])
+all_checks = dg.load_asset_checks_from_modules([checks])
 
 # A run cannot mix shard and shard x model partitions, hence three jobs. The in-process
 # executor: steps here are few and heavy, and it is ~4x faster than multiprocess for them.
@@ -38,7 +41,7 @@ report = dg.define_asset_job(
 
 calibrate = dg.define_asset_job(
     "calibrate",
-    selection=dg.AssetSelection.assets(quality.metric_calibration),
+    selection=dg.AssetSelection.assets(reports.metric_calibration),
     executor_def=dg.in_process_executor,
     description="The scorers' calibration on injected hallucinations (`prove-assets calibrate`).",
 )
@@ -61,3 +64,15 @@ defs = dg.Definitions(
         "visual_entailment": visual_entailment_from_env(),
     },
 )
+
+__all__ = [
+    "EmbeddingResource",
+    "LLMResource",
+    "SandboxResource",
+    "VisualEntailmentResource",
+    "WarehouseResource",
+    "all_assets",
+    "all_checks",
+    "defs",
+    "register_partitions",
+]

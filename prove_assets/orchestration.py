@@ -15,8 +15,9 @@ import dagster as dg
 import yaml
 
 from prove_assets.backends.responders import BACKENDS, load_models
-from prove_assets.config import dagster_home, models_file
-from prove_assets.settings import LLMSettings
+from prove_assets.config import dagster_home, datasets_file, models_file
+from prove_assets.core.datasets import registered_shards
+from prove_assets.settings import LLMSettings, Settings
 
 
 def get_instance() -> dg.DagsterInstance:
@@ -154,15 +155,15 @@ def preflight_steps(steps: list[tuple[str, Any]]) -> list[Any]:
         preflight_skipped,
     )
     from prove_assets.backends.responders import ModelRegistryError, openai_settings
-    from prove_assets.defs.resources import llm_from_env, visual_entailment_from_env
 
+    configured = Settings.from_env()
     if preflight_skipped():
         return [PreflightResult(True, f"preflight skipped ({SKIP_PREFLIGHT_ENV}=1)")]
     jobs = {job for job, _ in steps}
     models = sorted({k.keys_by_dimension["model"] for job, k in steps if job == "evaluate_models"})
     results = []
     if jobs & {"build_benchmark", "evaluate_models"}:
-        results.append(preflight(llm_from_env().settings(), "construction LLM", CONSTRUCTION_LLM))
+        results.append(preflight(configured.llm(), "construction LLM", CONSTRUCTION_LLM))
     registry = load_models(models_file())
     for name in models:
         spec = registry.get(name)
@@ -186,10 +187,10 @@ def preflight_steps(steps: list[tuple[str, Any]]) -> list[Any]:
                     + ("ok" if ok else f"FAILED: not a folder -> fix {entry}.model_path"),
                 )
             )
-    judge = visual_entailment_from_env()
-    if "evaluate_models" in jobs and judge.backend == "vlm_judge" and judge.base_url and judge.model:
-        settings = LLMSettings(base_url=judge.base_url, model=judge.model, api_key_env=judge.api_key_env)
-        results.append(preflight(settings, "visual entailment judge", VISUAL_ENTAILMENT))
+    ve = configured
+    if "evaluate_models" in jobs and ve.ve_backend == "vlm_judge" and ve.ve_base_url and ve.ve_model:
+        judge = LLMSettings(base_url=ve.ve_base_url, model=ve.ve_model, api_key_env=ve.ve_api_key_env)
+        results.append(preflight(judge, "visual entailment judge", VISUAL_ENTAILMENT))
     return results
 
 
@@ -205,11 +206,15 @@ def run_pipeline(
     shards: list[str] | None = None, models: list[str] | None = None, log_level: str = "INFO"
 ) -> list[Any]:
     """Materialize build_benchmark per shard, evaluate_models per shard x model, then report."""
-    from prove_assets.defs.registry import register_partitions, registered_models, registered_shards
+    from prove_assets.definitions import register_partitions
 
     instance = get_instance()
     register_partitions(instance)
-    return run_steps(instance, pipeline_steps(shards or registered_shards(), models or registered_models()), log_level)
+    return run_steps(
+        instance,
+        pipeline_steps(shards or registered_shards(datasets_file()), models or list(load_models(models_file()))),
+        log_level,
+    )
 
 
 # --- staleness ------------------------------------------------------------------------------------
@@ -328,11 +333,13 @@ def add_model(name: str, backend: str, settings: dict[str, Any], path: Path | No
 def backfill_model(name: str, log_level: str = "INFO") -> list[Any]:
     """Register the model's partition and materialize only its shard x model partitions, then
     the leaderboard. Other models' partitions are not touched."""
-    from prove_assets.defs.registry import register_partitions, registered_shards
+    from prove_assets.definitions import register_partitions
 
     instance = get_instance()
     register_partitions(instance)
-    shards = sorted(instance.get_materialized_partitions(dg.AssetKey("verified_qa"))) or registered_shards()
+    shards = sorted(instance.get_materialized_partitions(dg.AssetKey("verified_qa"))) or registered_shards(
+        datasets_file()
+    )
     steps = [("evaluate_models", dg.MultiPartitionKey({"shard": s, "model": name})) for s in shards]
     return run_steps(instance, [*steps, ("report", None)], log_level)
 

@@ -22,12 +22,15 @@ import pandas as pd
 from prove_assets.backends.dry_run import DryRunGateway, PendingRequest, PlanLedger, RecordedCalls
 from prove_assets.backends.responders import ModelSpec, Question, load_models, response_requests
 from prove_assets.config import LEDGER_PATH, datasets_file, models_file, prompts_dir, warehouse_path
+from prove_assets.core.construction.extraction import caption_chunk_inputs, tuples_request
+from prove_assets.core.construction.stages import planned_facts, qa_generation_inputs
 from prove_assets.core.cost import Estimate, Price, UsageProfile, estimate, pick_profile, usage_profiles
-from prove_assets.core.datasets import Record, load_registry, parse_shard_key, read_shard
+from prove_assets.core.datasets import Record, load_registry, parse_shard_key, read_shard, registered_shards
+from prove_assets.core.evaluation.stages import judge_endpoint, judge_inputs, judge_variants, response_tuple_inputs
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.requests import LLMRequest
-from prove_assets.defs.settings import QA_FILTER, QA_TARGETS
-from prove_assets.settings import LLMSettings
+from prove_assets.settings import LLMSettings, Settings
+from prove_assets.storage.benchmark import flagged_pairs, kept_questions
 from prove_assets.storage.warehouse import Warehouse
 
 # Verdicts of the pairs the post-processing filter judged (it judges the pairs whose program output
@@ -128,11 +131,10 @@ def model_price(spec: ModelSpec) -> Price | None:
 class Planner:
     """Builds the plan step by step, in the order a demo runs them."""
 
-    def __init__(self, wh: Warehouse, llm: Any):
+    def __init__(self, wh: Warehouse, llm: LLMSettings, use_ledger: bool = True):
         self.wh = wh
-        self.llm_resource = llm  # the LLMResource the run would use
-        self.llm = llm_settings = llm.settings()
-        self.use_ledger = use_ledger = llm.use_ledger
+        self.llm = llm_settings = llm  # the construction LLM the run would use
+        self.use_ledger = use_ledger
         self.recorded = RecordedCalls(wh, LEDGER_PATH if use_ledger and llm_settings.embedded else None)
         self.ledger = PlanLedger()
         usage = self.recorded.usage_rows(use_ledger and llm_settings.embedded)
@@ -140,6 +142,7 @@ class Planner:
         # Recorded calls per (prompt, version, model): how many an estimated step may find answered.
         self.recorded_versions = Counter((r["prompt_name"], r["prompt_version"], r["model"]) for r in usage)
         self.plan = Plan(priced=llm_price() is not None)
+        self.settings = Settings.from_env()
 
     # --- helpers --------------------------------------------------------------------------------
     def gateway(self, settings: LLMSettings | None) -> DryRunGateway:
@@ -229,8 +232,6 @@ class Planner:
     def shard(self, shard: str) -> bool:
         """The shard's construction steps; returns whether its benchmark stays as in the warehouse
         (then the evaluation steps can build their requests exactly)."""
-        from prove_assets.defs import benchmark
-
         images = self.wh.read("images", {"shard": shard})
         if images.empty:
             dataset, index = parse_shard_key(shard)
@@ -244,26 +245,14 @@ class Planner:
         ok_images = images[images["status"] == "ok"] if len(images) else images
         stable = True
 
-        from prove_assets.core.tuples import caption_chunks
-        from prove_assets.defs.settings import CAPTION_CHUNK_WORDS
-
-        n_chunks = sum(len(caption_chunks(c, CAPTION_CHUNK_WORDS)) for c in ok_images["caption"])
-        build = getattr(benchmark, "caption_tuple_requests", None)
-        if build is not None:
-            self.dry_run("caption_tuples", shard, build(ok_images))
-        else:
-            self._recorded_calls(
-                "caption_tuples", shard, "extract_tuples", "call_id", n_chunks, "one request per chunk"
-            )
+        texts, _ = caption_chunk_inputs(ok_images, self.settings.caption_chunk_words)
+        self.dry_run("caption_tuples", shard, [tuples_request(t) for t in texts])
         stable = self._settled()
 
         graphs = self.wh.read("scene_graphs", {"shard": shard})
-        build = getattr(benchmark, "qa_generation_requests", None)
-        if stable and build is not None and len(graphs):
-            self.dry_run("qa_candidates", shard, build(graphs))
-        elif stable and len(graphs):
-            n = int(graphs["error"].isna().sum()) if "error" in graphs else len(graphs)
-            self._recorded_calls("qa_candidates", shard, "generate_qa", "call_id", n, "one request per scene graph")
+        if stable and len(graphs):
+            inputs = qa_generation_inputs(graphs, self.settings)
+            self.dry_run("qa_candidates", shard, [r for _, _, reqs in inputs for r in reqs])
         else:
             why = "scene graphs not built yet" if stable else "scene graphs will change first"
             self.estimated("qa_candidates", shard, "generate_qa", len(ok_images), f"{why}: one request per image")
@@ -275,25 +264,23 @@ class Planner:
         if stable and len(qa):
             reached = qa["verdict"].isin(["kept", "filtered_unentailed", "flagged"]) & (qa["generator"] == "targeted")
             read = qa[reached & (qa["kind"] != "absent")]  # an absent-object "no" states nothing to read
-            self.dry_run("verified_qa", shard, [benchmark.tuples_request(a) for a in read["answer"]])
+            self.dry_run("verified_qa", shard, [tuples_request(a) for a in read["answer"]])
         else:
             why = "QA pairs not verified yet: one answer read per verified pair, about one per target"
-            self.estimated("verified_qa", shard, "extract_tuples", len(ok_images) * QA_TARGETS, why)
-        if QA_FILTER != "llm":
+            self.estimated("verified_qa", shard, "extract_tuples", len(ok_images) * self.settings.qa_targets, why)
+        if self.settings.qa_filter_mode != "llm":
             pass  # the deterministic post-filter (PROVE_QA_FILTER=rules) sends nothing
         elif stable and len(qa):
             verified = int(qa["verdict"].isin(FILTERED_VERDICTS).sum())
             self._recorded_calls("verified_qa", shard, "filter_qa", "filter_call_id", verified, "one request a pair")
         else:
             why = "QA pairs not verified yet: one request per verified pair, about one per target"
-            self.estimated("verified_qa", shard, "filter_qa", len(ok_images) * QA_TARGETS, why)
+            self.estimated("verified_qa", shard, "filter_qa", len(ok_images) * self.settings.qa_targets, why)
         stable = stable and self._settled()
 
         if stable:
             kept = qa[qa["verdict"] == "kept"]
-            self.dry_run(
-                "answer_tuples", shard, [benchmark.tuples_request(a) for a in self._extracted_answers(shard, kept)]
-            )
+            self.dry_run("answer_tuples", shard, [tuples_request(a) for a in self._extracted_answers(shard, kept)])
         else:
             kept_n = int((qa["verdict"] == "kept").sum()) if len(qa) else None
             why = "kept pairs not known yet: one request per kept pair"
@@ -303,10 +290,8 @@ class Planner:
     def _extracted_answers(self, shard: str, kept: pd.DataFrame) -> list[str]:
         """The kept answers `answer_tuples` sends to tuple extraction: a planned pair's answer
         tuples are its target's facts (no request), a freely generated pair's answer is
-        extracted (the asset's own selection, `benchmark.planned_facts`)."""
-        from prove_assets.defs import benchmark
-
-        facts = benchmark.planned_facts(self.wh.read("qa_candidates", {"shard": shard}))
+        extracted (the asset's own selection, `planned_facts`)."""
+        facts = planned_facts(self.wh.read("qa_candidates", {"shard": shard}))
         return [a for q, a in zip(kept["qa_id"], kept["answer"], strict=True) if q not in facts]
 
     def _settled(self) -> bool:
@@ -345,18 +330,9 @@ class Planner:
     # --- evaluation (evaluate_models, one shard x model) -----------------------------------------
     def evaluation(self, shard: str, spec: ModelSpec, benchmark_stable: bool) -> None:
         from prove_assets.backends.responders import Response
-        from prove_assets.defs.construction import tuples_request
-        from prove_assets.defs.evaluation import kept_questions, response_tuple_inputs
-        from prove_assets.defs.evaluators import (
-            JudgeConfig,
-            _judge_settings,
-            flagged_pairs,
-            judge_inputs,
-            judge_variants,
-        )
 
         part = f"{spec.name}|{shard}"
-        config = JudgeConfig()
+        config = self.settings
         qs = kept_questions(self.wh, shard)
         if not benchmark_stable:
             kept_n = len(qs) if len(self.wh.read("verified_qa", {"shard": shard}, columns=["qa_id"])) else None
@@ -369,9 +345,9 @@ class Planner:
                 )
             self.estimated("response_tuples", part, "extract_tuples", kept_n, why)
             # A judge reads at most max_items responses (0 = all): a judgement + k samples each.
-            judged = min(kept_n, config.max_items or kept_n) if kept_n is not None else None
-            for kind in config.judges:
-                n = judged * (1 + config.samples) if judged is not None else None
+            judged = min(kept_n, config.judge_max_items or kept_n) if kept_n is not None else None
+            for kind in config.judge_kinds:
+                n = judged * (1 + config.judge_samples) if judged is not None else None
                 self.estimated("judge_scores", part, f"judge_{kind}", n, why)
             return
         questions = [Question(r.qa_id, r.question, r.answer, r.caption, r.path) for r in qs.itertuples()]
@@ -419,12 +395,11 @@ class Planner:
             "response_tuples", part, "extract_tuples", [tuples_request(t) for t in texts], unknown, why
         )
         flagged = flagged_pairs(self.wh, shard)
-        for kind in config.judges:
-            settings = _judge_settings(kind, config, self.llm_resource)
-            # The judged sample's size, where the judge has one (as judge_scores passes it).
-            sample = {"max_items": config.max_items} if "max_items" in type(config).model_fields else {}
-            _, requests, _ = judge_inputs(kind, responses, qs.set_index("qa_id"), flagged=flagged, **sample)
-            variants = judge_variants(settings, config.samples, config.sample_temperature)
+        for kind in config.judge_kinds:
+            settings = judge_endpoint(kind, self.llm, config.judge_vlm_base_url, config.judge_vlm_model,
+                                      config.judge_vlm_api_key_env)  # fmt: skip
+            _, requests, _ = judge_inputs(kind, responses, qs.set_index("qa_id"), config.judge_max_items, flagged)
+            variants = judge_variants(settings, config.judge_samples, config.judge_temperature)
             self._known_and_unknown("judge_scores", part, f"judge_{kind}", requests, unknown, why, settings, variants)
 
     def _known_and_unknown(
@@ -466,24 +441,22 @@ def _response(result: Any) -> Any:
 def build_plan(
     shards: list[str] | None = None,
     models: list[str] | None = None,
-    llm: Any = None,
+    llm: LLMSettings | None = None,
     warehouse: Warehouse | None = None,
+    use_ledger: bool = True,
 ) -> Plan:
     """The plan of `prove-assets demo --shards ... --models ...` (default: every registered shard
-    and model). `llm` is the LLMResource the run would use (default: from the environment)."""
-    from prove_assets.defs.registry import registered_models, registered_shards
-    from prove_assets.defs.resources import llm_from_env
-
-    llm = llm or llm_from_env()
+    and model). `llm` is the construction LLM the run would use (default: from the environment)."""
+    llm = llm or Settings.from_env().llm()
     registry = load_models(models_file())
     unknown = sorted(set(models or []) - set(registry))
     if unknown:
         raise ValueError(f"not in {models_file()}: {', '.join(unknown)}")
-    planner = Planner(warehouse or Warehouse(warehouse_path()), llm)
+    planner = Planner(warehouse or Warehouse(warehouse_path()), llm, use_ledger)
     planner.plan.priced = planner.plan.priced or any(model_price(registry[m]) is not None for m in (models or registry))
-    shards = shards or registered_shards()
+    shards = shards or registered_shards(datasets_file())
     stable = {s: planner.shard(s) for s in shards}
     for s in shards:
-        for m in models or registered_models():
+        for m in models or list(registry):
             planner.evaluation(s, registry[m], stable[s])
     return planner.plan

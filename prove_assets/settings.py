@@ -56,9 +56,7 @@ def _names(raw: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in raw.split(",") if n.strip() and n.strip() != "none")
 
 
-def env(
-    variable: str, default: Any, meaning: str, parse: Callable[[str], Any] = str, shown: str | None = None
-) -> Any:
+def env(variable: str, default: Any, meaning: str, parse: Callable[[str], Any] = str, shown: str | None = None) -> Any:
     """A settings field read from `variable` (parsed with `parse`); `shown` is the default as the
     docs table states it, where it is not simply `default`."""
     meta = {"variable": variable, "meaning": meaning, "parse": parse, "shown": shown}
@@ -141,9 +139,7 @@ class Settings:
     judge_max_items: int = env(
         "PROVE_JUDGE_MAX_ITEMS", 6, "responses a judge reads per shard x model, a fixed sample (0 = all)", int
     )
-    judge_samples: int = env(
-        "PROVE_JUDGE_SAMPLES", 3, "repeated judgements for self-consistency (0 = off)", int
-    )
+    judge_samples: int = env("PROVE_JUDGE_SAMPLES", 3, "repeated judgements for self-consistency (0 = off)", int)
     judge_temperature: float = env("PROVE_JUDGE_TEMPERATURE", 0.7, "temperature of the repeated judgements", float)
     judge_vlm_base_url: str | None = env("PROVE_JUDGE_VLM_BASE_URL", None, "the `vlm` judge's endpoint")
     judge_vlm_model: str | None = env("PROVE_JUDGE_VLM_MODEL", None, "the `vlm` judge's model")
@@ -215,5 +211,7 @@ if __name__ == "__main__":
     doc = CONFIGURATION_DOC.read_text()
     if "--write" in sys.argv[1:]:
         head, rest = doc.split(TABLE_BEGIN, 1)
-        CONFIGURATION_DOC.write_text(f"{head}{TABLE_BEGIN}\n{markdown_table()}\n{TABLE_END}{rest.split(TABLE_END, 1)[1]}")
+        CONFIGURATION_DOC.write_text(
+            f"{head}{TABLE_BEGIN}\n{markdown_table()}\n{TABLE_END}{rest.split(TABLE_END, 1)[1]}"
+        )
     print(markdown_table())

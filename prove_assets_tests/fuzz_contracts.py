@@ -30,17 +30,18 @@ from hypothesis import strategies as st
 
 from prove_assets.backends.llm import LLMGateway, extract_json, salvage_truncated_json
 from prove_assets.backends.responders import ModelRegistryError, ModelSpec, load_models
+from prove_assets.core.construction.extraction import tuples_request
 from prove_assets.core.construction.generation import PAIR_SCHEMA, parse_pair, parse_qa_text
+from prove_assets.core.construction.stages import FILTER_SCHEMA, parse_judgements, repair_request
 from prove_assets.core.datasets import DatasetConfigError, DatasetSpec, Record, Skip, load_registry, read_shard
 from prove_assets.core.datasets import shard_count as dataset_shard_count
 from prove_assets.core.evaluation.evaluators import Judgement, parse_judgement
+from prove_assets.core.evaluation.stages import judge_request
 from prove_assets.core.reports.audit import latest_marks
 from prove_assets.core.requests import LLMRequest
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.scene_graph_io import SceneGraphFormatError, read_scene_graph_file
 from prove_assets.core.tuples import SceneTuple, TupleFormatError, parse_tuples
-from prove_assets.defs.construction import FILTER_SCHEMA, parse_judgements, repair_request, tuples_request
-from prove_assets.defs.evaluators import judge_request
 from prove_assets.storage.audit import AUDIT_LOG_COLUMNS, read_marks_file
 
 # A parser of a few kB of model output runs in milliseconds; seconds means a quadratic (or worse) path.

@@ -7,13 +7,14 @@ from typing import Any
 
 import dagster as dg
 
-from prove_assets.definitions import all_assets, all_checks
-from prove_assets.defs.resources import (
+from prove_assets.definitions import (
     EmbeddingResource,
     LLMResource,
     SandboxResource,
     VisualEntailmentResource,
     WarehouseResource,
+    all_assets,
+    all_checks,
 )
 
 

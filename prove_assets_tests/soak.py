@@ -432,7 +432,7 @@ def build_synthetic_benchmark(folder: Path, pg: Postgres, images: int, shard_siz
             folder, _instance_home(folder, 1), pg.create_database(_database_name("build")), construction.base_url
         )
         script = (
-            "from prove_assets.defs.registry import register_partitions\n"
+            "from prove_assets.definitions import register_partitions\n"
             "from prove_assets.orchestration import get_instance, run_steps\n"
             "instance = get_instance()\nregister_partitions(instance)\n"
             f"run_steps(instance, [('build_benchmark', s) for s in {shards!r}], log_level='WARNING')\n"
@@ -506,7 +506,7 @@ def run_soak(
         )
         env = _environment(folder, home, pg.create_database(_database_name("soak")), construction.base_url)
         subprocess.run(
-            [sys.executable, "-c", "from prove_assets.defs.registry import register_partitions\n"
+            [sys.executable, "-c", "from prove_assets.definitions import register_partitions\n"
              "from prove_assets.orchestration import get_instance\nregister_partitions(get_instance())"],
             env=env, cwd=PROJECT_ROOT, check=True, capture_output=True, timeout=600,
         )  # fmt: skip

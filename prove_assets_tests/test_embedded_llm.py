@@ -12,7 +12,7 @@ import pytest
 
 from prove_assets.backends.llm import LLMGateway
 from prove_assets.backends.local_llm import EMBEDDED_MODELS, EmbeddedLLMError, EmbeddedModel, ensure_gguf
-from prove_assets.defs.construction import tuples_request
+from prove_assets.core.construction.extraction import tuples_request
 from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import Warehouse
 

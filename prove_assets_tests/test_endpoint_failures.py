@@ -127,7 +127,7 @@ def test_failed_calls_are_classified_stored_and_never_served_from_cache(tmp_path
 def test_asset_check_fails_the_step_when_all_requests_fail_and_warns_on_some(
     instance: dg.DagsterInstance, scripted_llm: ScriptedLLMServer
 ) -> None:
-    from prove_assets.defs.registry import register_partitions
+    from prove_assets.definitions import register_partitions
 
     register_partitions(instance)
     scripted_llm.fail_all = REFUSES_IMAGES

@@ -231,9 +231,9 @@ def test_response_and_model_tables():
 
 
 def _assets() -> list:
-    from prove_assets.defs import benchmark, evaluation, evaluators, reports
+    from prove_assets.definitions import all_assets
 
-    return dg.load_assets_from_modules([benchmark, evaluation, evaluators, reports])
+    return all_assets
 
 
 def test_evaluators_end_to_end(instance, scripted_llm, prove_home, capsys):
@@ -261,7 +261,9 @@ def test_evaluators_end_to_end(instance, scripted_llm, prove_home, capsys):
         ]
         # the judgement at temperature 0, then k = 3 samples with seeds 1..3 at temperature > 0, on the
         # judged sample of at most JUDGE_MAX_ITEMS pairs
-        from prove_assets.defs.evaluators import JUDGE_MAX_ITEMS
+        from prove_assets.settings import Settings
+
+        JUDGE_MAX_ITEMS = Settings().judge_max_items  # noqa: N806
 
         assert len(judge_requests) == 4 * min(kept, JUDGE_MAX_ITEMS)
         assert sorted({(b["temperature"], b["seed"]) for b in judge_requests}) == [
@@ -422,7 +424,7 @@ def test_injected_hallucinations_through_the_deterministic_evaluators():
 def test_judges_read_the_same_fixed_sample_of_pairs_for_every_model():
     """A judgement costs k + 1 requests: a judge reads at most `max_items` responses per partition,
     the same QA pairs for every model (first by md5 of qa_id); the rest are skipped with the reason."""
-    from prove_assets.defs.evaluators import judge_inputs
+    from prove_assets.core.evaluation.stages import judge_inputs
 
     qa = pd.DataFrame(
         {"qa_id": [f"img-{i}" for i in range(10)], "caption": "A cup.", "question": "What is it?", "image_id": "img"}

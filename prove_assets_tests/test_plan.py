@@ -97,7 +97,9 @@ def test_plan_matches_what_the_run_sends(
     part = f"{MODEL}|mini-000"
 
     def plan():
-        return build_plan(["mini-000"], [MODEL], llm=res["llm"], warehouse=wh)
+        return build_plan(
+            ["mini-000"], [MODEL], llm=res["llm"].settings(), warehouse=wh, use_ledger=res["llm"].use_ledger
+        )
 
     # Construction is built and recorded: nothing of it is sent again.
     before = plan()

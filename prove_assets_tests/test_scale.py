@@ -21,7 +21,7 @@ from prove_assets.backends.responders import ModelSpec, Question, respond
 from prove_assets.config import PROJECT_ROOT, SAMPLE_DIR, prompts_dir
 from prove_assets.core.prompts import Prompt
 from prove_assets.core.requests import LLMRequest
-from prove_assets.defs.resources import WarehouseResource
+from prove_assets.definitions import WarehouseResource
 from prove_assets.settings import LLMSettings
 from prove_assets.storage.warehouse import Warehouse, WarehouseLockedError
 from prove_assets_tests.scripted_llm import ScriptedLLMServer

@@ -161,7 +161,7 @@ def test_embedding_resource_loads_in_background_once_with_its_thread_count():
     import dagster as dg
     import torch
 
-    from prove_assets.defs.resources import EmbeddingResource
+    from prove_assets.definitions import EmbeddingResource
 
     resource = EmbeddingResource(torch_threads=1)
     resource.setup_for_execution(dg.build_init_resource_context())

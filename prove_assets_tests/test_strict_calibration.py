@@ -11,7 +11,7 @@ from prove_assets.core.evaluation.strict import StrictEntailment, class_words, s
 from prove_assets.core.reports.calibration import PERTURBATIONS, Source, evaluate, make_cases, summarize
 from prove_assets.core.reports.leaderboard import known_answer_failures
 from prove_assets.core.tuples import SceneTuple, parse_tuples
-from prove_assets.defs.quality import calibration_sources
+from prove_assets.storage.benchmark import calibration_sources
 from prove_assets.storage.warehouse import Warehouse
 
 

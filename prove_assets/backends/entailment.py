@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from prove_assets.backends.llm import LLMGateway
-from prove_assets.backends.responders import image_data_url
+from prove_assets.core.datasets import image_data_url
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.requests import LLMRequest
 

@@ -11,8 +11,6 @@ Backends (chosen per model in `models.yaml`):
 
 from __future__ import annotations
 
-import base64
-import mimetypes
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from prove_assets.backends.llm import LLMGateway
+from prove_assets.core.datasets import image_data_url
 from prove_assets.core.json_input import yaml_registry_section
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.requests import LLMRequest
@@ -71,11 +70,6 @@ def load_models(path: Path) -> dict[str, ModelSpec]:
             raise ModelRegistryError(f"{path}: model {name!r}: put secrets in an env var and name it with api_key_env")
         out[str(name)] = ModelSpec(str(name), cfg["backend"], settings)
     return out
-
-
-def image_data_url(path: str) -> str:
-    mime = mimetypes.guess_type(path)[0] or "image/jpeg"
-    return f"data:{mime};base64,{base64.b64encode(Path(path).read_bytes()).decode()}"
 
 
 def _from_results(results: list) -> list[Response]:

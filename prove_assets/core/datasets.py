@@ -7,8 +7,10 @@ Skip with a reason: one bad line never fails a shard.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import mimetypes
 import re
 import warnings
 from dataclasses import dataclass
@@ -223,3 +225,38 @@ def inspect_image(path: Path, max_pixels: int = 60_000_000) -> ImageInfo:
     except (OSError, Image.DecompressionBombError, Image.DecompressionBombWarning, SyntaxError) as exc:
         raise ValueError(f"unreadable image {path.name}: {type(exc).__name__}: {exc}") from None
     return ImageInfo(hashlib.sha256(data).hexdigest(), width, height)
+
+
+def registered_shards(registry: Path) -> list[str]:
+    """Every shard key of every dataset in the registry file."""
+    return [shard_key(name, i) for name, spec in load_registry(registry).items() for i in range(shard_count(spec))]
+
+
+def image_rows(spec: DatasetSpec, dataset: str, index: int) -> list[dict[str, Any]]:
+    """The `images` rows of one shard: each entry's image and caption, or, for a malformed line
+    or a missing or unreadable image, a row with status `skipped` and the reason (one bad line
+    never fails the shard)."""
+    rows = []
+    for item in read_shard(spec, index):
+        row: dict[str, Any] = {
+            "position": item.position, "image_id": item.image_id, "dataset": dataset, "split": None,
+            "path": None, "sha256": None, "width": None, "height": None, "caption": None,
+            "status": "skipped", "reason": None,
+        }  # fmt: skip
+        if isinstance(item, Record):
+            row.update(split=item.split, path=str(item.image_path), caption=item.caption)
+            try:
+                info = inspect_image(item.image_path, spec.max_image_pixels)
+                row.update(sha256=info.sha256, width=info.width, height=info.height, status="ok")
+            except ValueError as exc:
+                row["reason"] = str(exc)
+        else:
+            row["reason"] = item.reason
+        rows.append(row)
+    return rows
+
+
+def image_data_url(path: str) -> str:
+    """The image file as a data URL, for a vision chat request."""
+    mime = mimetypes.guess_type(path)[0] or "image/jpeg"
+    return f"data:{mime};base64,{base64.b64encode(Path(path).read_bytes()).decode()}"

@@ -1,4 +1,11 @@
-"""Asset checks: the benchmark's and the evaluation's invariants, partition-aware."""
+"""Asset checks: the benchmark's and the evaluation's invariants, partition-aware, and the share
+of each LLM step's requests that failed.
+
+The LLM checks read the request counts a step reported with its materialization
+(`llm_requests`, `llm_requests_failed`, `llm_failure`: see `step_gateway`): ERROR when every
+request failed (blocking: nothing downstream is built from a step that has only errors, so a
+broken endpoint never looks like an empty benchmark), WARN above `PROVE_LLM_FAILED_WARN_SHARE`.
+"""
 
 from dataclasses import asdict
 from typing import Any
@@ -6,13 +13,15 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
+from prove_assets.backends.endpoints import failed_share_verdict
 from prove_assets.core.reports.leaderboard import SCORE_COLUMNS, known_answer_failures, known_order_differences
-from prove_assets.defs.common import markdown_table
+from prove_assets.defs.common import SETTINGS, markdown_table
 from prove_assets.defs.construction import verified_qa
-from prove_assets.defs.evaluation import kept_questions, model_responses, response_scores
+from prove_assets.defs.evaluation import model_responses, response_scores
 from prove_assets.defs.partitions import partition_columns, shard_model_partitions, shard_partitions
 from prove_assets.defs.reports import leaderboard
-from prove_assets.defs.resources import WarehouseResource
+from prove_assets.defs.resources import LLM_FAILURE, LLM_REQUESTS, LLM_REQUESTS_FAILED, WarehouseResource
+from prove_assets.storage.benchmark import kept_questions
 from prove_assets.storage.warehouse import SCHEMA
 
 
@@ -128,3 +137,59 @@ def reference_models_in_known_order(warehouse: WarehouseResource) -> dg.AssetChe
         table = pd.DataFrame([{**asdict(d), "significant": d.significant} for d in differences])
         metadata["paired_differences"] = dg.MetadataValue.md(markdown_table(table))
     return dg.AssetCheckResult(passed=not any(failures.values()), metadata=metadata)
+
+
+# --- failed LLM requests ---------------------------------------------------------------------
+WARN_SHARE = SETTINGS.llm_failed_warn_share
+
+# The steps that send LLM requests through `step_gateway`, with their partitions.
+LLM_STEPS: dict[str, dg.PartitionsDefinition] = {
+    "caption_tuples": shard_partitions,
+    "qa_candidates": shard_partitions,
+    "verified_qa": shard_partitions,
+    "answer_tuples": shard_partitions,
+    "model_responses": shard_model_partitions,
+    "response_tuples": shard_model_partitions,
+    "judge_scores": shard_model_partitions,
+}
+
+
+def materialization_metadata(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None) -> dict[str, Any]:
+    """The metadata of the latest materialization of this asset-partition ({} if none)."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition] if partition else None), limit=1
+    ).records
+    if not records or records[0].asset_materialization is None:
+        return {}
+    return {k: getattr(v, "value", v) for k, v in records[0].asset_materialization.metadata.items()}
+
+
+def _failed_requests_check(asset: str, partitions_def: dg.PartitionsDefinition) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=dg.AssetKey(asset),
+        name="llm_requests_failed",
+        partitions_def=partitions_def,
+        blocking=True,
+        description=f"Share of {asset}'s LLM requests that failed (endpoint unreachable, key or model wrong, "
+        f"unusable answers): ERROR when all failed, WARN above {WARN_SHARE:.0%}.",
+    )
+    def check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        meta = materialization_metadata(context.instance, dg.AssetKey(asset), context.partition_key)
+        requests, failed = int(meta.get(LLM_REQUESTS, 0)), int(meta.get(LLM_REQUESTS_FAILED, 0))
+        if asset == "model_responses" and LLM_REQUESTS not in meta:
+            # A local (transformers) model sends no LLM requests: its rows' errors say the same.
+            requests = int(meta.get("responses", 0)) + int(meta.get("errors", 0))
+            failed = int(meta.get("errors", 0))
+        verdict = failed_share_verdict(requests, failed, WARN_SHARE)
+        cause = str(meta.get(LLM_FAILURE, "")) or "none"
+        return dg.AssetCheckResult(
+            passed=verdict.passed,
+            severity=dg.AssetCheckSeverity.ERROR if verdict.severity == "error" else dg.AssetCheckSeverity.WARN,
+            description=verdict.text + (f": {cause}" if failed else ""),
+            metadata={"requests": requests, "failed": failed, "failed_share": verdict.share, "cause": cause},
+        )
+
+    return check
+
+
+llm_failure_checks = [_failed_requests_check(asset, pdef) for asset, pdef in LLM_STEPS.items()]

@@ -6,24 +6,17 @@ import dagster as dg
 
 from prove_assets.backends.responders import load_models
 from prove_assets.config import datasets_file, models_file
-from prove_assets.core.datasets import load_registry, shard_count, shard_key
+from prove_assets.core.datasets import registered_shards
 from prove_assets.defs.partitions import model_partitions, shard_partitions
-
-
-def registered_shards() -> list[str]:
-    return [
-        shard_key(name, i) for name, spec in load_registry(datasets_file()).items() for i in range(shard_count(spec))
-    ]
-
-
-def registered_models() -> list[str]:
-    return list(load_models(models_file()))
 
 
 def partition_requests(instance: dg.DagsterInstance) -> list[dg.AddDynamicPartitionsRequest]:
     """Add-requests for shards and models in the registries that are not partitions yet."""
     requests = []
-    for pdef, keys in ((shard_partitions, registered_shards()), (model_partitions, registered_models())):
+    for pdef, keys in (
+        (shard_partitions, registered_shards(datasets_file())),
+        (model_partitions, list(load_models(models_file()))),
+    ):
         existing = set(instance.get_dynamic_partitions(pdef.name))
         new = [k for k in keys if k not in existing]
         if new:

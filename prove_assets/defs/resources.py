@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from prove_assets.config import LEDGER_PATH, prompts_dir, warehouse_location
 from prove_assets.core import progress
 from prove_assets.core.construction import parse_extract
 from prove_assets.core.evaluation.scoring import SentenceEmbedder
+from prove_assets.core.requests import LLMRequest, LLMResult
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.settings import LLMSettings, Settings
 from prove_assets.storage.parquet_warehouse import open_warehouse
@@ -95,6 +97,12 @@ class LLMResource(dg.ConfigurableResource):
         )
 
     @contextmanager
+    def ask(self, warehouse: Warehouse, context: dg.AssetExecutionContext) -> Iterator[StepLLM]:
+        """The step's gateway as the stages' `ask(requests, what)` (prove_assets.core.construction.stages)."""
+        with self.gateway(warehouse, context) as gw:
+            yield StepLLM(gw, context)
+
+    @contextmanager
     def gateway(self, warehouse: Warehouse, context: dg.AssetExecutionContext) -> Iterator[LLMGateway]:
         with step_gateway(
             self.settings(),
@@ -105,6 +113,24 @@ class LLMResource(dg.ConfigurableResource):
             LEDGER_PATH if self.use_ledger else None,
         ) as gw:
             yield gw
+
+
+@dataclass
+class StepLLM:
+    """A step's LLM gateway as a function of (requests, what they are), logging progress."""
+
+    gateway: LLMGateway
+    context: dg.AssetExecutionContext
+
+    def __call__(self, requests: list[LLMRequest], what: str) -> list[LLMResult]:
+        return self.gateway.run(requests, progress_logger(self.context, what))
+
+    def counts(self) -> dict[str, dg.MetadataValue]:
+        """The step's requests sent and answered from the cache, as materialization metadata."""
+        return {
+            "llm_requests_sent": dg.MetadataValue.int(self.gateway.sent),
+            "llm_requests_cached": dg.MetadataValue.int(self.gateway.cached),
+        }
 
 
 # Metadata keys every LLM step reports (read by the `llm_requests_failed_*` checks).

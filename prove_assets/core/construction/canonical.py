@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from prove_assets.core.evaluation.strict import COLOR, MATERIAL, NUMBER, SIZE, class_words
+from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
 
 ATTRIBUTE_TYPES = (
@@ -88,7 +89,6 @@ NAME_ADJECTIVES = {
 }  # fmt: skip
 _FILLER = {"the", "a", "an", "of", "its", "this", "that", "in", "at", "to", "on"}
 _DETERMINERS = ("the ", "a ", "an ", "its ", "his ", "her ", "their ", "this ", "that ", "some ")
-_WORD = re.compile(r"[a-z0-9]+")
 
 _SPELLINGS = {
     "color": {s for v in COLOR.values() for s in v},
@@ -115,22 +115,9 @@ class Dropped:
     reason: str
 
 
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower().replace("-", " "))
-
-
-def singular(word: str) -> str:
-    """A plural noun's singular, by spelling ("galaxies" -> galaxy, "boxes" -> box)."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) else word
-
-
 def name_key(name: str) -> tuple[str, ...]:
     """Words of a name with plurals folded: "tire" and "tires" are one entity."""
-    return tuple(singular(w) for w in _words(name))
+    return tuple(singular(w) for w in split_words(name))
 
 
 def clean_name(name: str) -> str:
@@ -147,7 +134,7 @@ def clean_name(name: str) -> str:
 
 def word_class(value: str) -> str | None:
     """The closed or typed class a value's words belong to (colour first), if any."""
-    words = set(_words(value))
+    words = set(split_words(value))
     found = class_words(value)
     if "color" in found or words & COLOR_EXTRA:
         return "color"
@@ -166,7 +153,7 @@ def word_class(value: str) -> str | None:
 def _fits(attribute_type: str, value: str) -> bool:
     """Whether a value belongs under its type: strict for colour, material and count (closed
     classes), lenient for the open types whose vocabularies are never complete."""
-    words = set(_words(value))
+    words = set(split_words(value))
     if attribute_type == "color":
         return "color" in class_words(value) or bool(words & COLOR_EXTRA)
     if attribute_type == "material":
@@ -197,14 +184,14 @@ def _split_name(name: str) -> tuple[str, list[tuple[str, str]]]:
 
 
 def _position_phrase(text: str) -> bool:
-    words = [w for w in _words(text) if w not in _FILLER]
+    words = [w for w in split_words(text) if w not in _FILLER]
     return bool(words) and all(w in POSITION_WORDS or w in FRAME_WORDS for w in words)
 
 
 def _relation_type(typ: str, predicate: str) -> str:
     if typ in RELATION_TYPES:
         return typ
-    words = _words(predicate)
+    words = split_words(predicate)
     if predicate in ("part of", "of", "has", "with", "belongs to") or "part" in words:
         return "part"
     if words and words[0].endswith("ing") and words[0] not in ("sitting", "standing", "lying", "hanging", "resting"):
@@ -221,7 +208,7 @@ _DEFINITE = {"the", "its", "this", "that", "their", "these", "those"}
 def _refers_back(short: str, longer: str, text: str) -> bool:
     """Whether every bare mention of `short` in `text` is a definite one after `longer` was
     introduced ("An espresso cup sits on a saucer; the cup is red"): one thing, named twice."""
-    words = _words(text)
+    words = split_words(text)
     long_key, head = name_key(longer), singular(short)
     starts = [i for i in range(len(words)) if tuple(singular(w) for w in words[i : i + len(long_key)]) == long_key]
     if not starts:
@@ -366,7 +353,7 @@ def canonicalise(
             pred = re.sub(r"^(is|are|being|be)\s+", "", " ".join((t.predicate or "").lower().split()))
             if _position_phrase(tgt) or _position_phrase(ent):
                 where, other = (tgt, ent) if _position_phrase(tgt) else (ent, tgt)
-                if all(w in FRAME_WORDS or w in _FILLER for w in _words(where)):
+                if all(w in FRAME_WORDS or w in _FILLER for w in split_words(where)):
                     dropped.append(Dropped(t, ci, f"relation to the picture itself ({where!r}), not an object"))
                     continue
                 value = f"{pred} {where}" if where == tgt else where
@@ -426,7 +413,7 @@ def _attribute(t: SceneTuple, ent: str, reasons: list[str]) -> list[tuple[SceneT
             )
         )
         value = " ".join(w for w in value.split() if w not in colours)
-        if not value or not _fits(typ, value) or all(w in _FILLER for w in _words(value)):
+        if not value or not _fits(typ, value) or all(w in _FILLER for w in split_words(value)):
             return out
         reasons.append("colour word moved out")
     if not _fits(typ, value):
@@ -441,8 +428,11 @@ def _attribute(t: SceneTuple, ent: str, reasons: list[str]) -> list[tuple[SceneT
 
 
 def canonical_version() -> str:
-    """A hash of this module: its rules are the stage, so editing them marks tuple assets stale."""
+    """A hash of this module and of the word rules it uses (core/text.py): its rules are the stage,
+    so editing them marks tuple assets stale."""
     import hashlib
     from pathlib import Path
 
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    from prove_assets.core import text
+
+    return hashlib.sha256(Path(__file__).read_bytes() + Path(text.__file__).read_bytes()).hexdigest()[:12]

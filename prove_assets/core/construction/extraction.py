@@ -78,7 +78,6 @@ def tuples_request(text: str) -> LLMRequest:
     )
 
 
-
 def tuples_by(df: pd.DataFrame, key: str) -> dict[str, list[SceneTuple]]:
     """SceneTuples per `key` value, in the order they were written (`tuple_index`): a table read
     returns rows in no fixed order, and the scene graph, its planned targets and so the LLM

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from prove_assets.core.evaluation.strict import NUMBER, SYMMETRIC, canonical_predicate
+from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
 
-_WORD = re.compile(r"[a-z0-9]+")
 _NO_ANSWER = re.compile(r"^\W*(unknown|none|null|n/?a|not found|no answer|nothing)?\W*$", re.IGNORECASE)
 # A slot left empty by a program: "is ." / "the ," / "reads ." / two spaces / "is and".
 _EMPTY_SLOT = re.compile(r"\b(is|are|the|a|an|of|reads|has|with)\s*[.,;]|\S\s{2,}\S|\b(is|are|the)\s+(and|or)\b")
@@ -37,14 +37,12 @@ class Verdict:
 
 
 def _stem(word: str) -> str:
-    word = _NUMBERS.get(word, word)
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+    """One word as the verifier compares it: a number word as its digit, a plural as its singular."""
+    return singular(_NUMBERS.get(word, word))
 
 
-def words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall((text or "").lower().replace("-", " "))}
+def words(text: str | None) -> set[str]:
+    return {_stem(w) for w in split_words(text)}
 
 
 def output_problem(output: str | None) -> str | None:
@@ -62,13 +60,13 @@ def fact_words(fact: SceneTuple) -> set[str]:
     if fact.kind == "attribute":
         return words(fact.value or "") - _STOP
     if fact.kind == "relation":
-        target = [w for w in _WORD.findall((fact.target or "").lower()) if w not in _STOP]
+        target = [w for w in split_words(fact.target) if w not in _STOP]
         return {_stem(target[-1])} if target else set()
     return set()
 
 
 def _head(name: str | None) -> set[str]:
-    names = [w for w in _WORD.findall((name or "").lower()) if w not in _STOP]
+    names = [w for w in split_words(name) if w not in _STOP]
     return {_stem(names[-1])} if names else set()
 
 
@@ -123,7 +121,7 @@ def asks_for_missing_type(question: str, facts: Sequence[SceneTuple], answer: st
 
 
 def _polarity(text: str) -> str | None:
-    first = _WORD.findall((text or "").lower())[:1]
+    first = split_words(text)[:1]
     return first[0] if first and first[0] in ("yes", "no") else None
 
 
@@ -133,8 +131,8 @@ def states_reversed(text: str, fact: SceneTuple) -> bool:
     symmetric predicate ("next to") reads the same both ways."""
     if fact.kind != "relation" or not fact.predicate or canonical_predicate(fact.predicate) in SYMMETRIC:
         return False
-    said = " ".join(_WORD.findall(text.lower()))
-    predicate, subject = (" ".join(_WORD.findall(x.lower())) for x in (fact.predicate, fact.entity))
+    said = " ".join(split_words(text))
+    predicate, subject = (" ".join(split_words(x)) for x in (fact.predicate, fact.entity))
     return bool(re.search(rf"\b{re.escape(predicate)} (?:the |a |an )?{re.escape(subject)}\b", said))
 
 

@@ -18,7 +18,6 @@ A response tuple whose best support is below `threshold` is reported as hallucin
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -27,9 +26,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
-
-_WORD = re.compile(r"[a-z0-9]+")
 
 
 class Embedder(Protocol):
@@ -125,13 +123,9 @@ class SentenceEmbedder:
         return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
 
 
-def _stem(word: str) -> str:
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
-
-
 @lru_cache(maxsize=65_536)  # the same questions and tuple parts come back for every model
 def _words(text: str) -> frozenset[str]:
-    return frozenset(_stem(w) for w in _WORD.findall(text.lower()))
+    return frozenset(singular(w) for w in split_words(text))
 
 
 def stated_in_question(t: SceneTuple, question: str) -> bool:

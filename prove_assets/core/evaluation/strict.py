@@ -29,6 +29,7 @@ from types import MappingProxyType
 import numpy as np
 
 from prove_assets.core.evaluation.scoring import Embedder, Score, no_claims, stated_in_question
+from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
 
 # Entity names denote the same thing at or above this cosine (MiniLM), or with the same head noun.
@@ -38,7 +39,6 @@ ENTITY_SIMILARITY = 0.8
 # shiny/glossy 0.38, so true synonyms below it come from SYNONYMS).
 VALUE_SIMILARITY = 0.75
 
-_TOKEN = re.compile(r"[a-z0-9]+")
 _QUOTED = re.compile(r"[\"“”']([^\"“”']+)[\"“”']")
 
 # Closed word classes: canonical word -> the spellings that mean it. Two different canonical
@@ -179,7 +179,7 @@ SYMMETRIC = {"next to"}
 
 def _lookup(table: dict[str, list[str]]) -> list[tuple[list[str], str]]:
     """Spellings as token lists, longest first (so "in front of" wins over "in")."""
-    pairs = [(_TOKEN.findall(s), canon) for canon, spellings in table.items() for s in spellings]
+    pairs = [(split_words(s), canon) for canon, spellings in table.items() for s in spellings]
     return sorted(pairs, key=lambda p: -len(p[0]))
 
 
@@ -249,25 +249,17 @@ SYNONYMS = {
 }
 
 
-def _stem(word: str) -> str:
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("es") and word[-3] in "sxz":
-        return word[:-2]
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
-
-
 # The word functions below are pure and called for every premise x claim pair: memoised.
 @lru_cache(maxsize=65536)
 def tokens(text: str) -> tuple[str, ...]:
-    return tuple(SYNONYMS.get(w, _stem(w)) for w in _TOKEN.findall(text.lower().replace("-", " ")))
+    return tuple(SYNONYMS.get(w, singular(w)) for w in split_words(text))
 
 
 @lru_cache(maxsize=65536)
 def class_words(text: str) -> Mapping[str, frozenset[str]]:
     """Canonical closed-class words in `text`, per class; quoted text under "text"."""
     out: dict[str, frozenset[str]] = {}
-    words = _TOKEN.findall(text.lower().replace("-", " "))
+    words = split_words(text)
     for cls, table in _CLASSES.items():
         found, i = set(), 0
         while i < len(words):
@@ -287,7 +279,7 @@ def class_words(text: str) -> Mapping[str, frozenset[str]]:
 
 @lru_cache(maxsize=4096)
 def canonical_predicate(predicate: str) -> str | None:
-    words = _TOKEN.findall(predicate.lower())
+    words = split_words(predicate)
     for spelling, canon in _PREDICATES:
         if words == spelling:
             return canon
@@ -519,5 +511,8 @@ def strict_score(
 
 def strict_scorer_version() -> str:
     """A hash of this module: its tables and thresholds are the scorer, so editing them marks
-    the scores stale (part of response_scores' code_version)."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    the scores stale (part of response_scores' code_version). The word rules it uses (core/text.py)
+    are hashed with it."""
+    from prove_assets.core import text
+
+    return hashlib.sha256(Path(__file__).read_bytes() + Path(text.__file__).read_bytes()).hexdigest()[:12]

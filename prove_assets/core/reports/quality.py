@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from prove_assets.core.evaluation.scoring import Embedder
 from prove_assets.core.tuples import SceneTuple, parse_tuples
@@ -201,3 +202,91 @@ def aligned_gold_graph(caption: str, gold_tuples: Sequence[SceneTuple], extracte
     sg = SceneGraph(caption, tuples_to_sg_dict([*gold_tuples, *extra]))
     sg.aliases = aliases
     return sg
+
+
+QUALITY_COLUMNS = [
+    "llm_model", "measure", "kind", "precision", "recall", "f1", "share", "n_pred", "n_gold", "matched", "images",
+]  # fmt: skip
+PROGRAM_COLUMNS = [
+    "qa_id", "llm_model", "question", "answer", "program_output", "gold_output", "gold_similarity", "still_answers",
+    "gold_reason",
+]  # fmt: skip
+
+
+def measured_images(images: pd.DataFrame, gold: dict[str, GoldImage]) -> dict[str, GoldImage]:
+    """The usable images whose caption is a hand-written sample caption, with their gold."""
+    ok = images[images["status"] == "ok"] if len(images) else images
+    return {
+        r.image_id: gold[r.image_id]
+        for r in ok.itertuples()
+        if r.image_id in gold and r.caption == gold[r.image_id].caption
+    }
+
+
+def programs_on_gold(
+    kept: pd.DataFrame,
+    measured: dict[str, GoldImage],
+    extracted: dict[str, Any],
+    run_programs: Callable[[list[tuple[str, str]]], list[Any]],
+    embedder: Embedder,
+    threshold: float,
+) -> pd.DataFrame:
+    """Each kept pair's program run on its image's gold scene graph (names aligned as the strict
+    scorer matches them, `aligned_gold_graph`), with whether it still gives the kept answer.
+    `extracted`: image_id -> the pipeline's SceneGraph; `run_programs` runs (program, graph JSON)
+    jobs in the sandbox."""
+    from prove_assets.core.evaluation.strict import StrictEntailment
+    from prove_assets.core.scene_graph import SceneGraph
+
+    judge = StrictEntailment(embedder)
+    graphs = {
+        i: aligned_gold_graph(measured[i].caption, measured[i].tuples, extracted.get(i, SceneGraph()), judge).to_json()
+        for i in set(kept["image_id"])
+    }
+    runs = run_programs([(r.program, graphs[r.image_id]) for r in kept.itertuples()])
+    outputs = [r.output if r.ok else "" for r in runs]
+    sims = (embedder.encode(kept["answer"].tolist()) * embedder.encode([o or "" for o in outputs])).sum(axis=1)
+    checks = [
+        still_right_on_gold(a, o, float(s), threshold) for a, o, s in zip(kept["answer"], outputs, sims, strict=True)
+    ]
+    return kept.assign(
+        gold_output=outputs,
+        gold_similarity=sims.round(4),
+        gold_verdict=[r.verdict for r in runs],
+        still_answers=[ok for ok, _ in checks],
+        gold_reason=[why for _, why in checks],
+    )
+
+
+def quality_rows(
+    caption_tuples: pd.DataFrame, kept: pd.DataFrame, measured: dict[str, GoldImage], embedder: Embedder
+) -> pd.DataFrame:
+    """construction_quality rows per llm_model: extraction precision / recall / F1 per kind
+    against the gold as written and with gold names split as extracted names are, and the share
+    of kept pairs whose program still answers on gold, per generator."""
+    from prove_assets.core.construction.extraction import tuples_by
+
+    rows: list[dict[str, Any]] = []
+    for model, g in caption_tuples.groupby("llm_model"):
+        pred = tuples_by(g, "image_id")
+        # Against the gold as written, and with gold names split as extracted names are ("plastic
+        # bin" -> bin, made of plastic: the canonical form the stage gives every tuple).
+        for measure, golden in (("tuple_extraction", lambda t: t), ("tuple_extraction_split_gold", canonical_gold)):
+            q = extraction_quality([(pred.get(i, []), golden(gi.tuples)) for i, gi in measured.items()], embedder)
+            for kind in KINDS:
+                rows.append({"llm_model": model, "measure": measure, "kind": kind, **q[kind], "images": len(measured)})
+    by = ["llm_model", "generator"] if "generator" in kept else ["llm_model"]
+    for key, g in kept.groupby(by) if len(kept) else []:
+        model, generator = (key if isinstance(key, tuple) else (key,)) + ("",) * (2 - len(by))
+        rows.append(
+            {
+                "llm_model": model,
+                "measure": "program_on_gold",
+                "kind": f"kept_qa_pairs ({generator})" if generator else "kept_qa_pairs",
+                "share": round(float(g["still_answers"].mean()), 3),
+                "matched": int(g["still_answers"].sum()),
+                "n_pred": len(g),
+                "images": len(measured),
+            }
+        )
+    return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
