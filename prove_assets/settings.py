@@ -92,9 +92,9 @@ class Settings:
     llm_json_mode: str = env("PROVE_LLM_JSON_MODE", "auto", "`auto`, `llamacpp`, `json_schema`, `json_object`, `none`")
     llm_concurrency: int = env("PROVE_LLM_CONCURRENCY", 1, "parallel requests (raise it for remote endpoints)", int)
     llm_price_in: str | None = env(
-        "PROVE_LLM_PRICE_IN", None, "USD per million prompt tokens, for `prove-assets plan`'s cost column"
+        "PROVE_LLM_PRICE_IN", None, "price per 1,000 prompt tokens, for `prove-assets plan`'s cost column"
     )
-    llm_price_out: str | None = env("PROVE_LLM_PRICE_OUT", None, "USD per million output tokens, likewise")
+    llm_price_out: str | None = env("PROVE_LLM_PRICE_OUT", None, "price per 1,000 output tokens, likewise")
     llm_failed_warn_share: float = env(
         "PROVE_LLM_FAILED_WARN_SHARE", 0.1, "an LLM step's failed-request share above which its check warns", float
     )
@@ -153,9 +153,13 @@ class Settings:
         environ = os.environ if environ is None else environ
         values = {}
         for f in fields(cls):
-            raw = environ.get(f.metadata["variable"], "")
+            variable = f.metadata["variable"]
+            raw = environ.get(variable, "")
             if raw != "":
-                values[f.name] = f.metadata["parse"](raw)
+                try:
+                    values[f.name] = f.metadata["parse"](raw)
+                except ValueError as exc:
+                    raise ValueError(f"{variable}={raw!r} is not valid: {exc}") from None
         return cls(**values)
 
     @property

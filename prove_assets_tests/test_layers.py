@@ -167,3 +167,30 @@ def test_detector_finds_planted_violations(tmp_path: Path) -> None:
     assert cycles(imps) == [ab]
     assert dagster_in_core(tmp_path) == [f"{c}:2 {PKG}.core.c -> dagster_pipes"]
     assert defs_reach(tmp_path) == [f"{c}:3 {PKG}.core.c -> string 'from {DEFS}.registry import x'"]
+
+
+MAX_BODY_LINES = 40
+
+
+def long_bodies(folder: Path) -> list[str]:
+    """Asset and asset-check functions whose body (docstring excluded) runs past MAX_BODY_LINES."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            names = {ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list}
+            if not names & {"dg.asset", "dg.asset_check", "dg.multi_asset"}:
+                continue
+            body = fn.body[1:] if ast.get_docstring(fn) else fn.body
+            lines = body[-1].end_lineno - body[0].lineno + 1
+            if lines > MAX_BODY_LINES:
+                found.append(f"{path.name}:{fn.lineno} {fn.name}: {lines} lines")
+    return found
+
+
+def test_asset_bodies_read_core_and_write():
+    """An asset body reads its partition, calls a core stage and writes: decisions live in core."""
+    assert not long_bodies(ROOT / PKG / "defs"), f"bodies over {MAX_BODY_LINES} lines:\n" + "\n".join(
+        long_bodies(ROOT / PKG / "defs")
+    )

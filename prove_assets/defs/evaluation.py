@@ -9,7 +9,7 @@ moment of a read or of its atomic partition replace (the warehouse waits for the
 with backoff). The gateway's recorded calls go through a spool, not a held connection.
 
 Judges are chosen in `judge_scores`' run config (`JudgeConfig`), defaulting from the
-`PROVE_JUDGE*` variables (prove_assets.settings). The text judge uses the construction LLM (the
+`PROVE_JUDGES` and `PROVE_JUDGE_*` variables (prove_assets.settings). The text judge uses the construction LLM (the
 embedded model offline); every judge call goes through the recorded, cached gateway.
 """
 
@@ -242,7 +242,7 @@ def evaluator_scores(context: dg.AssetExecutionContext, warehouse: WarehouseReso
 
 
 class JudgeConfig(dg.Config):
-    """Which rubric judges run and how (defaults from the PROVE_JUDGE* environment variables)."""
+    """Which rubric judges run and how (defaults from the PROVE_JUDGES and PROVE_JUDGE_* variables)."""
 
     judges: list[str] = Field(default_factory=lambda: SETTINGS.judge_kinds, description="text and/or vlm; empty = none")
     samples: int = Field(default=SETTINGS.judge_samples, description="k repeated judgements for self-consistency")
