@@ -110,3 +110,12 @@ def test_scoring_folds_boxes_and_box():
     assert not stated_in_question(fact, "What colour is the box?")
     # -ies was not folded here at all: "berries" was "berrie".
     assert stated_in_question(SceneTuple("entity", "berries"), "Is there a berry?")
+
+
+def test_chair_object_words_use_the_shared_rule_plus_their_irregulars():
+    from prove_assets.core.evaluation.evaluators import singular as object_singular
+
+    assert object_singular("boxes") == singular("boxes") == "box"
+    assert object_singular("benches") == "bench" and object_singular("horses") == "horse"
+    assert object_singular("people") == "person" and object_singular("knives") == "knife"
+    assert object_singular("glasses") == "glasses"  # plural only: a pair of glasses, not a glass

@@ -35,6 +35,8 @@ from typing import Any
 
 import pandas as pd
 
+from prove_assets.core.text import singular as singular_by_spelling
+
 # --- normalisation (the guide's) -------------------------------------------------------------
 _PUNCT = re.compile(r"[^\w\s]")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -337,19 +339,11 @@ _NO_SINGULAR = {"glasses", "scissors", "pants", "trousers", "jeans", "shorts", "
 
 
 def singular(word: str) -> str:
-    """Crude English singular, enough to match object words: cups -> cup, benches -> bench,
-    berries -> berry, people -> person."""
+    """An object word's singular: the project's plural rule (core/text.py) with this vocabulary's
+    irregular plurals (people -> person) and words that are plural only (glasses, scissors)."""
     if word in _IRREGULAR:
         return _IRREGULAR[word]
-    if word in _NO_SINGULAR or len(word) <= 3 or word.endswith(("ss", "us", "is")):
-        return word
-    if word.endswith("ies"):
-        return word[:-3] + "y"
-    if word.endswith(("ches", "shes", "xes", "sses", "zes")):
-        return word[:-2]
-    if word.endswith("s"):
-        return word[:-1]
-    return word
+    return word if word in _NO_SINGULAR else singular_by_spelling(word)
 
 
 def _phrase_key(phrase: str) -> tuple[str, ...]:
