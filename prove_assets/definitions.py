@@ -19,7 +19,8 @@ all_assets = dg.load_assets_from_modules([construction, evaluation, reports])
 all_checks = dg.load_asset_checks_from_modules([checks])
 
 # A run cannot mix shard and shard x model partitions, hence three jobs. The in-process
-# executor: steps here are few and heavy, and it is ~4x faster than multiprocess for them.
+# executor: steps here are few and heavy, and it runs them faster than multiprocess
+# (docs/scaling.md).
 build_benchmark = dg.define_asset_job(
     "build_benchmark",
     selection=dg.AssetSelection.groups("construction"),
@@ -52,8 +53,8 @@ defs = dg.Definitions(
     jobs=[build_benchmark, evaluate_models, report, calibrate],
     # Also the executor of the implicit asset job that UI launches and backfills run: the default
     # multiprocess executor would start a process per step (asset checks included), each
-    # re-importing the project (7-13 s here), which left a 4-partition daemon backfill unfinished
-    # after 7 min on 2 cores.
+    # re-importing the project: slow enough that a small daemon backfill did not finish
+    # (docs/scaling.md).
     executor=dg.in_process_executor,
     sensors=[registry_sensor],
     resources={

@@ -33,7 +33,7 @@ class LLMSettings:
     seed: int = 0
     # The fallback of a request that sets no max_tokens of its own (part of its cache key).
     max_tokens: int = 3072
-    # A request the embedded model answers on 2 cores can take minutes (a long extraction).
+    # The embedded model on CPU can take minutes over one long extraction.
     timeout_s: float = 900.0
     max_retries: int = 4
     max_concurrency: int = 1

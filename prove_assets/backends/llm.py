@@ -131,9 +131,9 @@ def extract_json(text: str) -> Any:
             pass
     # Candidates in order of position, objects and arrays alike (prose before a list of
     # objects must not make the first object win over the whole list). The balanced spans come
-    # from one scan (a scan from every bracket to its balancing one took minutes on 100k chars of
+    # from one scan (a scan from every bracket to its balancing one is quadratic on a long run of
     # `{{{{`), and each is parsed alone: a JSONDecodeError counts lines up to its position, so
-    # parsing the whole text from each bracket was quadratic again (`{x}` * 33k: 3 s).
+    # parsing the whole text from each bracket was quadratic again (timings: docs/reliability.md).
     last_closer = {"{": text.rfind("}"), "[": text.rfind("]")}
     spans = _balanced_spans(text)
     for start in (i for i, ch in enumerate(text) if ch in "{[" and i < last_closer[ch]):
@@ -147,8 +147,9 @@ def extract_json(text: str) -> Any:
     raise ValueError(f"no JSON object found in model output ({len(text)} chars: {text[:120]!r})")
 
 
-# json.loads cannot read much deeper nesting (RecursionError), and closing every cut of a
-# runaway `[1,[1,[1,...` built gigabytes of closing brackets: deeper cuts are not tried.
+# json.loads cannot read much deeper nesting (RecursionError), and the closers of every cut of a
+# runaway `[1,[1,[1,...` grow with the square of its depth (docs/reliability.md): deeper cuts are
+# not tried.
 _SALVAGE_MAX_DEPTH = 200
 
 

@@ -28,10 +28,11 @@ its own session); a program is a message over a pipe. Layers, outermost first:
 Known limits: Linux only (RLIMITs, /proc, poll). There is no seccomp filter, so a program
 that escaped the Python-level policy through an interpreter bug would run with the worker's
 limits and uid and could read world-readable files. RLIMIT_NPROC does not bind root, hence the
-drop to uid 65534 when the host runs as root. RLIMIT_AS counts the worker's own ~40 MB too. Code
-stuck inside one C call (a huge `pow`, `sum(range(10**15))`) never sees the timer: it is killed
-at timeout + KILL_GRACE_S. The policy is deliberately narrow: no imports at all (not even `math`
-or `re`), no classes, `str.format` only on literals.
+drop to uid 65534 when the host runs as root. RLIMIT_AS counts the worker's own interpreter too
+(its size: docs/reliability.md). Code stuck inside one C call (a huge `pow`,
+`sum(range(10**15))`) never sees the timer: it is killed at timeout + KILL_GRACE_S. The policy
+is deliberately narrow: no imports at all (not even `math` or `re`), no classes, `str.format`
+only on literals.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from typing import Any, Literal
 TupleKind = Literal["entity", "attribute", "relation"]
 
 # JSON schema handed to servers that constrain output (llama.cpp `json_object` + `schema`).
-# The LLM writes the compact form (arrays): its time is its output tokens, and arrays take about
-# half the tokens of objects. parse_tuples reads both forms.
+# The LLM writes the compact form (arrays): its time is its output tokens, and arrays take far
+# fewer tokens than objects (docs/construction.md). parse_tuples reads both forms.
 _STR = {"type": "string"}
 TUPLES_JSON_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -73,7 +73,8 @@ class LLMResource(dg.ConfigurableResource):
     _warming: Future | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        # The tuple extraction's dependency parser (spaCy, ~1.5 s of CPU) loads in the background.
+        # The tuple extraction's dependency parser (spaCy; its load's cost: docs/performance.md) loads
+        # in the background.
         if parse_extract.ENABLED and parse_extract.available():
             self._warming = warm_in_background(parse_extract.load_pipeline)
 
@@ -259,9 +260,9 @@ class EmbeddingResource(dg.ConfigurableResource):
     in the background from the start of each run that scores (see warm_in_background).
 
     `torch_threads` is 1 because runs go side by side (one per shard x model): with torch's
-    default of a thread per core in every run, 4 runs on 2 cores spent 24.5 s of CPU each
-    instead of 20.7 s, spinning (docs/performance.md). Raise it for one large run alone: a
-    2,000-text encode takes 10.8 s on 1 thread, 6.7 s on 2."""
+    default of a thread per core in every run, side-by-side runs spin and each spends more CPU
+    than it needs (docs/performance.md). Raise it for one large run alone: more threads encode
+    it faster."""
 
     model_path: str | None = None
     torch_threads: int = 1

@@ -63,8 +63,8 @@ class Warehouse:
     `keep_open_s > 0` (what the pipeline's resource uses): an *anchor* connection is kept open
     while operations keep coming and closed after `keep_open_s` without one (and on close()).
     Each operation still opens and closes its own connection, but with the anchor open DuckDB
-    reuses the already-open database: ~0.03 ms instead of 15-200 ms to open the file (and no
-    checkpoint on every close). Measured on the 1,000-image bench: most of the warehouse time.
+    reuses the already-open database instead of opening the file (and no checkpoint on every
+    close): opening the file was most of the warehouse's time (docs/performance.md).
     Anchored, reads open read-write (DuckDB refuses a second configuration of a file open in
     the process).
 

@@ -85,8 +85,8 @@ def tuples_by(df: pd.DataFrame, key: str) -> dict[str, list[SceneTuple]]:
     ok = df[df["error"].isna()] if "error" in df else df
     if "tuple_index" in ok:
         ok = ok.sort_values([key, "tuple_index"], kind="stable")
-    # One to_dict over the frame, grouped in Python: a to_dict per pandas group cost ~3 ms each,
-    # 11 s of a 100-image run (bench_orchestration).
+    # One to_dict over the frame, grouped in Python: a to_dict per pandas group (one per `key`
+    # value) was slow (bench_orchestration; figures in docs/performance.md).
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in ok.to_dict("records"):
         groups.setdefault(row[key], []).append(row)

@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prove_assets.core.construction.canonical import name_key, singular, word_class
+from prove_assets.core.construction.canonical import name_key, word_class
 from prove_assets.core.evaluation.strict import class_words
+from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
 
-_WORD = re.compile(r"[a-z0-9]+")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 
 # Things worn: "in" one is dressed, not placed ("a woman in a red coat"). A closed class of
@@ -85,7 +85,7 @@ class GateVerdict:
 
 
 def _words(text: str) -> list[str]:
-    return [singular(w) for w in _WORD.findall((text or "").lower())]
+    return [singular(w) for w in split_words(text)]
 
 
 def _head(name: str) -> str:
@@ -311,7 +311,7 @@ def hedged_value(doc: Any, fact: SceneTuple) -> str | None:
 
 def _colour_words(text: str) -> set[str]:
     """The colour words of a text as written ("navy" stays navy: the which-program matches words)."""
-    return {w for w in _WORD.findall(text.lower()) if class_words(w).get("color")}
+    return {w for w in split_words(text) if class_words(w).get("color")}
 
 
 def _the_fact_sentence(doc: Any, fact: SceneTuple) -> tuple[Any, Any, Any] | None:

@@ -19,8 +19,9 @@ from prove_assets.core.construction.targets import Target
 from prove_assets.core.tuples import SceneTuple
 
 # Each line's text starts and ends with a non-space, and no two parts can take the same spaces:
-# `Q:\s*(?P<q>[^\n]+?)\s*\n` split a run of spaces every possible way (99 s on "Q: " + 5,000 spaces,
-# what a small model that loops on whitespace writes). `[^\S\n]`: a space or tab, not a newline.
+# `Q:\s*(?P<q>[^\n]+?)\s*\n` split a run of spaces every possible way, and a long run of spaces is
+# what a small model that loops on whitespace writes (timing: docs/reliability.md). `[^\S\n]`: a
+# space or tab, not a newline.
 _LINE = r"\S(?:[^\n]*\S)?"
 _QA_BLOCK = re.compile(
     rf"^[^\S\n]*Q\d*[:.]\s*(?P<q>{_LINE})[^\S\n]*\n\s*A\d*[:.]\s*(?P<a>{_LINE})[^\S\n]*\n"

@@ -33,9 +33,9 @@ from prove_assets.core.construction.canonical import (
     canonicalise,
     clean_name,
     name_key,
-    singular,
     word_class,
 )
+from prove_assets.core.text import singular
 from prove_assets.core.tuples import SceneTuple
 from prove_assets.settings import Settings
 
@@ -127,7 +127,8 @@ def parsed(text: str) -> Any:
 @lru_cache(maxsize=1)
 def available() -> bool:
     """Whether spaCy and the English pipeline are installed, without loading them: every process
-    that imports the definitions asks (code versions), and loading costs ~4 s of CPU there."""
+    that imports the definitions asks (code versions), and loading the pipeline is a CPU cost
+    none of them should pay (docs/performance.md)."""
     from importlib.util import find_spec
 
     return find_spec("spacy") is not None and find_spec(PIPELINE) is not None

@@ -1,11 +1,11 @@
 """The system chooses what each question is about; the model only words it.
 
 A small model asked for "10-15 diverse QA pairs with programs" over a whole scene graph writes
-the same colour question ten times with programs that call the wrong API. Here the scene graph
-is sampled into *targets*: a question kind (attribute, where, what-is-on, count, text, describe,
-compare, which-things-are-<colour>, multi-hop, yes/no existence, absent object, activity), the
-exact node names, and the
-facts the answer must state. Each target's verification program is compiled from a template
+the same colour question over and over, with programs that call the wrong API (what survived:
+docs/construction.md). Here the scene graph is sampled into *targets*: a question kind
+(attribute, where, what-is-on, count, text, describe, compare, which-things-are-<colour>,
+multi-hop, yes/no existence, absent object, activity), the exact node names, and the facts the
+answer must state. Each target's verification program is compiled from a template
 over the seed SceneGraph API, so it verifies by construction on the graph it was planned from;
 what is still checked is that the model's wording states the same facts. Facts are preferred
 when the caption's own words state them (entity and value in one sentence), so an extraction
@@ -19,13 +19,14 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from prove_assets.core.construction.canonical import name_key, singular
+from prove_assets.core.construction.canonical import name_key
 from prove_assets.core.construction.gates import untrusted_relation
 from prove_assets.core.construction.parse_extract import enabled as parser_enabled
 from prove_assets.core.construction.parse_extract import parsed
 from prove_assets.core.construction.verify import COMPLEX_NODES
 from prove_assets.core.evaluation.strict import class_words
 from prove_assets.core.scene_graph import SceneGraph
+from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
 
 # Attribute types a "what <type>" question can ask about, with the sentence the program returns.
@@ -95,7 +96,6 @@ INSTRUCTIONS = {
 }
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
-_WORD = re.compile(r"[a-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def _plural_count(value: str) -> bool:
 
 
 def _tokens(text: str) -> list[str]:
-    return [singular(w) for w in _WORD.findall(text.lower().replace("-", " "))]
+    return [singular(w) for w in split_words(text)]
 
 
 def _stems(text: str) -> set[str]:
@@ -375,7 +375,7 @@ def _ongoing(predicate: str) -> bool:
     """An action going on ("holding", "is reading"): what a thing is doing. A caption's simple
     present mostly tells how things are arranged ("a ring encircles her neck", "a bridge crosses
     the lake"), which "what is X doing?" would misread."""
-    words = _WORD.findall(predicate.lower())
+    words = split_words(predicate)
     words = words[1:] if words[:1] in (["is"], ["are"]) else words
     return bool(words) and words[0].endswith("ing")
 

@@ -45,9 +45,9 @@ class SentenceEmbedder:
 
     The model directory is a sentence-transformers one (transformer -> pooling -> normalise); it
     is run with transformers directly, pooling as its `1_Pooling/config.json` says. Why not the
-    sentence-transformers package: importing it also imports scikit-learn and scipy, 2.5-3 s of
-    CPU in every run process (one per shard x model), for a mean over tokens. The vectors are the
-    same (test_scoring compares them with sentence-transformers' own)."""
+    sentence-transformers package: importing it also imports scikit-learn and scipy, a CPU cost
+    paid in every run process (one per shard x model) for a mean over tokens (docs/performance.md).
+    The vectors are the same (test_scoring compares them with sentence-transformers' own)."""
 
     def __init__(
         self,

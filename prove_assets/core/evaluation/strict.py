@@ -1,9 +1,10 @@
 """A tuple-aware strict scorer beside the paper-faithful one.
 
-Sentence-embedding cosine does not separate contradictions (measured: a reversed relation 0.94,
-a wrong count 0.83, "open" vs "closed" 0.84, a true paraphrase 0.80). This scorer uses the
-embedding only where it is good — deciding that two entity names denote the same thing, and
-that two free-text attribute values are paraphrases — and checks explicitly what it is bad at:
+Sentence-embedding cosine does not separate contradictions: a reversed relation, a wrong count
+or an opposite state ("open" vs "closed") score as high as a true paraphrase or higher
+(docs/scoring.md). This scorer uses the embedding only where it is good — deciding that two
+entity names denote the same thing, and that two free-text attribute values are paraphrases —
+and checks explicitly what it is bad at:
 
 - attribute values: words of closed classes (colours, materials, numbers in words or digits,
   sizes, states with antonyms, quoted text) must all be stated for the same entity; a different
@@ -35,8 +36,8 @@ from prove_assets.core.tuples import SceneTuple
 # Entity names denote the same thing at or above this cosine (MiniLM), or with the same head noun.
 ENTITY_SIMILARITY = 0.8
 # A free-text attribute value is entailed by a stated value of the same entity at or above this
-# cosine of the two values (measured: large/big 0.81, smiling/grinning 0.76, but flat/round 0.56 and
-# shiny/glossy 0.38, so true synonyms below it come from SYNONYMS).
+# cosine of the two values: close paraphrases reach it and different values do not, but some true
+# synonyms embed below it, and those come from SYNONYMS (the measured pairs: docs/scoring.md).
 VALUE_SIMILARITY = 0.75
 
 _QUOTED = re.compile(r"[\"“”']([^\"“”']+)[\"“”']")
@@ -421,7 +422,7 @@ class StrictEntailment:
         if not rest or rest <= stated_tokens:
             return Decision(True, best.text, "attribute stated" if not claimed else "closed-class words agree")
         # Only the values are compared: the shared entity name would make any two sentences look alike
-        # ("saucer is flat" vs "saucer is round": 0.83).
+        # ("saucer is flat" vs "saucer is round" embed close together: docs/scoring.md).
         if self.similarity(best.value or "", value) >= self.value_similarity:
             return Decision(True, best.text, "paraphrase of a stated attribute")
         return Decision(False, None, f"{', '.join(sorted(rest))} not stated for {h.entity!r}")

@@ -4,10 +4,10 @@ pairs to show, how a person's answer reads, which mark counts, and the error-rat
 
 A person marks a kept pair `correct`, `wrong` (the answer is not true, does not answer the
 question asked, or is incomplete where the question asks for all), `irrelevant` (the question
-does not fit the image), as in the paper's study of 794 pairs (3.5% of answers incorrect, 1.4%
-of questions irrelevant, 0.6% both), or `flawed` (true, but ambiguous, unnatural or trivial: a
-name that fits several things, wording no person would use, a question that gives its answer
-away). Any mark but `correct` takes the pair out of the benchmark.
+does not fit the image), as in the paper's human study (`PAPER_STUDY`, docs/trust.md), or
+`flawed` (true, but ambiguous, unnatural or trivial: a name that fits several things, wording no
+person would use, a question that gives its answer away). Any mark but `correct` takes the pair
+out of the benchmark.
 
 Several people may audit the same benchmark (`--by NAME`): each one's marks are kept apart (the
 latest per pair and auditor counts), a pair counts with the most severe of its auditors' marks
@@ -35,7 +35,7 @@ CONFIDENCE = 0.95
 # PROVE's human study (paper, "Findings"): 794 QA pairs, 3.5% wrong, 1.4% irrelevant. The
 # counts are those percentages of 794 rounded (28 = 3.53%, 11 = 1.39%); the paper gives rates.
 # Its 0.6% marked both count in both rates there; a mark here is one verdict, wrong first.
-PROVE_STUDY = {"audited": 794, "wrong": 28, "irrelevant": 11}
+PAPER_STUDY = {"audited": 794, "wrong": 28, "irrelevant": 11}
 # The columns a pair shown for audit carries (generator is 'free' before the column existed).
 PAIR_COLUMNS = (
     "qa_id", "shard", "image_id", "image_path", "question", "answer", "program_output", "generator",
@@ -155,7 +155,7 @@ def wilson_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
     n, the common case for a small audit."""
     if n == 0:
         return float("nan"), float("nan")
-    from scipy.stats import binomtest  # here: scipy.stats costs ~0.7 s to import in every run process
+    from scipy.stats import binomtest  # here: scipy.stats is slow to import (docs/performance.md)
 
     ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
     return float(ci.low), float(ci.high)
@@ -191,8 +191,8 @@ def audit_report(latest: pd.DataFrame) -> pd.DataFrame:
     for scope, group, g in groups:
         counts = {"audited": len(g), **{v: int((g["verdict"] == v).sum()) if len(g) else 0 for v in VERDICTS}}
         rows.append(_rates(scope, group, counts))
-    study = {**PROVE_STUDY, "flawed": 0}
-    study["correct"] = PROVE_STUDY["audited"] - PROVE_STUDY["wrong"] - PROVE_STUDY["irrelevant"]
+    study = {**PAPER_STUDY, "flawed": 0}
+    study["correct"] = PAPER_STUDY["audited"] - PAPER_STUDY["wrong"] - PAPER_STUDY["irrelevant"]
     paper = _rates("PROVE paper", "human study (794 pairs)", study)
     # The paper's study had no such label: unknown, not zero.
     rows.append({**paper, **dict.fromkeys(("flawed", "flawed_pct", "flawed_lo", "flawed_hi"), float("nan"))})
@@ -211,7 +211,7 @@ def kappa_with_interval(
     import warnings
 
     import numpy as np
-    from sklearn.metrics import cohen_kappa_score  # here: scikit-learn costs ~1 s to import
+    from sklearn.metrics import cohen_kappa_score  # here: scikit-learn is slow to import (docs/performance.md)
 
     def kappa(x: np.ndarray, y: np.ndarray) -> float:
         with warnings.catch_warnings():

@@ -15,8 +15,8 @@ the folder opens offline in any browser and can be copied or zipped as a whole.
   `index.html#<qa_id>` still works: the index forwards it to the page.
 
 Pages are rendered and written one image at a time from one shard's rows at a time, so the
-memory it takes does not grow with the dataset (one page for everything grew ~20 MB per 100
-images at 1,000 synthetic images).
+memory it takes does not grow with the dataset (one page for everything grew with it:
+docs/performance.md).
 """
 
 from __future__ import annotations

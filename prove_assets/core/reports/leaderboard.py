@@ -103,8 +103,8 @@ def bootstrap_means(
     for start in range(0, resamples, block):
         b = min(resamples, start + block) - start
         idx = rng.integers(0, n, size=(b, n))
-        # How often each row is drawn per resample, then one matrix product for the sums: ~14x
-        # faster than gathering values[:, idx] (10,000 pairs x 400 resamples: 0.04 s vs 0.6 s).
+        # How often each row is drawn per resample, then one matrix product for the sums: much
+        # faster than gathering values[:, idx] (docs/trust.md).
         drawn = np.bincount((idx + n * np.arange(b)[:, None]).ravel(), minlength=b * n).reshape(b, n).astype(float)
         sums, counts = (drawn @ values).T, (drawn @ present).T
         with np.errstate(invalid="ignore", divide="ignore"):
