@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 
@@ -52,6 +52,8 @@ class WarehouseResource(dg.ConfigurableResource):
 
 # The LLM request defaults are declared once, in LLMSettings; the resource's fields start from them.
 _LLM_DEFAULTS = LLMSettings()
+_LLM_FIELDS = [f.name for f in fields(LLMSettings)]
+_OPTIONAL_LLM_FIELDS = {"base_url", "api_key_env", "gguf_path"}
 
 
 class LLMResource(dg.ConfigurableResource):
@@ -83,19 +85,13 @@ class LLMResource(dg.ConfigurableResource):
             wait([self._warming])
 
     def settings(self) -> LLMSettings:
-        return LLMSettings(
-            base_url=self.base_url or None,
-            model=self.model,
-            api_key_env=self.api_key_env or None,
-            gguf_path=self.gguf_path or None,
-            json_mode=self.json_mode,
-            temperature=self.temperature,
-            seed=self.seed,
-            max_tokens=self.max_tokens,
-            timeout_s=self.timeout_s,
-            max_retries=self.max_retries,
-            max_concurrency=self.max_concurrency,
-        )
+        # An empty string from the UI's config editor means unset, as in the environment.
+        values = {name: getattr(self, name) for name in _LLM_FIELDS}
+        return LLMSettings(**{k: (v or None) if k in _OPTIONAL_LLM_FIELDS else v for k, v in values.items()})
+
+    @classmethod
+    def from_settings(cls, settings: LLMSettings) -> LLMResource:
+        return cls(**{name: getattr(settings, name) for name in _LLM_FIELDS})
 
     @contextmanager
     def ask(self, warehouse: Warehouse, context: dg.AssetExecutionContext) -> Iterator[StepLLM]:
@@ -196,15 +192,7 @@ _step_outcomes: dict[tuple[str, str, str], dict[str, int | str]] = {}
 
 def llm_from_env() -> LLMResource:
     """The construction LLM as the `PROVE_LLM_*` variables configure it (prove_assets.settings)."""
-    llm = Settings.from_env().llm()
-    return LLMResource(
-        base_url=llm.base_url,
-        model=llm.model,
-        api_key_env=llm.api_key_env,
-        gguf_path=llm.gguf_path,
-        json_mode=llm.json_mode,
-        max_concurrency=llm.max_concurrency,
-    )
+    return LLMResource.from_settings(Settings.from_env().llm())
 
 
 class SandboxResource(dg.ConfigurableResource):
