@@ -150,10 +150,13 @@ def free_rows(
 
 
 def construction_version() -> str:
-    """A hash of the planner, templates and verdict rules: editing them marks the QA assets stale."""
+    """A hash of the planner, templates, verdict rules, the stages that apply them and the word
+    rules they use (names, plurals): editing any of them marks the QA assets stale."""
     from pathlib import Path
 
+    here = Path(__file__).parent
     h = hashlib.sha256()
-    for name in ("targets.py", "generation.py", "verify.py", "gates.py"):
-        h.update((Path(__file__).parent / name).read_bytes())
+    for path in (*(here / n for n in ("targets.py", "generation.py", "verify.py", "gates.py", "stages.py",
+                                      "canonical.py")), here.parent / "text.py"):  # fmt: skip
+        h.update(path.read_bytes())
     return h.hexdigest()[:12]
