@@ -152,6 +152,4 @@ def explorer_shard_tables(wh: Warehouse, registered: set[str]) -> Iterator[tuple
 def scored_rows(wh: Warehouse, table: str, registered: set[str]) -> pd.DataFrame:
     """A shard x model table's rows of registered models (empty when nothing is scored yet)."""
     df = wh.read(table)
-    if df.empty or "model" not in df:
-        return pd.DataFrame()
-    return df[df["model"].isin(registered)]
+    return registered_rows(df, registered) if len(df) and "model" in df else pd.DataFrame()
