@@ -120,6 +120,10 @@ class Settings:
         "PROVE_QA_FILTER", None, "the post-processing filter: `llm` (the LLM judges each verified pair) or "
         "`rules` (the deterministic checks only)", shown="`llm` with `PROVE_LLM_BASE_URL`, else `rules`",
     )  # fmt: skip
+    qa_round_trip: bool = env(
+        "PROVE_QA_ROUND_TRIP", False, "the round-trip gate: each kept pair's question answered from the caption "
+        "alone (the caption-oracle's request) must give its answer", _flag, "`0`",
+    )  # fmt: skip
     answer_match_threshold: float = env(
         "PROVE_ANSWER_MATCH_THRESHOLD", 0.6, "a program output less similar than this to its answer fails", float
     )

@@ -652,3 +652,34 @@ def test_parser_tells_colour_words_and_light_from_things() -> None:
     )
     assert {"window", "floor", "wall"} <= shapes and not {"rectangle", "blur"} & shapes
     assert _texts(parse_tuples_from_text("A blanket lies at the rear.")) == {"blanket"}
+
+
+@needs_parser
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        # How answers and responses say a material, a type noun, a state and a part (hand-written,
+        # like the dev answers the answer-entailment gate misread as saying nothing).
+        ("The kettle is made of dull steel.", {"kettle is dull steel"}),
+        ("The stool and the bench are both made of wood.", {"stool is wood", "bench is wood"}),
+        ("The crate is made of plastic and dented.", {"crate is plastic", "crate is dented"}),
+        ("The scarf has a striped pattern.", {"scarf is striped"}),
+        ("The mirror has an oval shape.", {"mirror is oval"}),
+        ("The steps are concrete and wide.", {"steps is concrete", "steps is wide"}),
+        ("The carrots are orange and peeled.", {"carrots is orange", "carrots is peeled"}),
+        ("The rope on the deck is thick and knotted.", {"rope is thick", "rope is knotted"}),
+        ("The wheels are part of the cart.", {"wheels part of cart"}),
+    ],
+)
+def test_parser_reads_the_phrasings_answers_use(text: str, read: set[str]) -> None:
+    texts = _texts(parse_tuples_from_text(text))
+    assert read <= texts
+    # "has a ... pattern" says what the thing is like: the pattern is no part of it.
+    assert not {t for t in texts if t.startswith(("pattern ", "shape "))}
+
+
+@needs_parser
+def test_a_participle_with_its_own_words_or_a_thing_made_of_parts_stays_as_it_was() -> None:
+    assert "door is painted" not in _texts(parse_tuples_from_text("The door is open and painted blue."))
+    made_of_parts = _texts(parse_tuples_from_text("The wreath is made of dozens of twigs."))
+    assert "twigs part of wreath" in made_of_parts and "wreath is twigs" not in made_of_parts

@@ -285,3 +285,73 @@ def test_the_answer_read_as_a_response_must_be_the_captions_and_cover_its_facts(
     lost = entailment_gate(question, facts, [SceneTuple("entity", "cup")], caption, judge)
     assert lost is not None and "does not state: cup is red" in lost.reason
     assert entailment_gate(question, facts, [], caption, judge).verdict == "filtered_unentailed"
+
+
+def test_a_question_answered_otherwise_from_the_caption_fails_the_round_trip() -> None:
+    from prove_assets.core.construction.gates import round_trip_gate
+
+    worn = [rel("woman", "in", "coat")]
+    # "Where is the woman?" answered with her coat; a reader of the caption gives her place.
+    away = round_trip_gate("where", worn, "The woman is in a coat.", "She stands at the bus stop by the kiosk.")
+    assert away is not None and away.verdict == "filtered_round_trip" and "woman in coat" in away.reason
+    on_shelf = [rel("jar", "on", "top shelf")]
+    assert round_trip_gate("where", on_shelf, "The jar is on the top shelf.", "It sits on the top shelf.") is None
+    # Yes/no: an existence answer may not start with its polarity; a negation then says no.
+    by_door = [rel("bicycle", "by", "door")]
+    said_no = round_trip_gate("exists", by_door, "Yes, there is a bicycle by the door.",
+                              "There isn't a bicycle by the door; it leans on the fence.")  # fmt: skip
+    assert said_no is not None and "'no'" in said_no.reason
+    assert round_trip_gate("absent", [], "No, there is no kite.", "There is no kite in the picture.") is None
+    assert round_trip_gate("absent", [], "No, there is no kite.", "Yes, a kite flies above.") is not None
+    # A comparison answered without yes/no is judged by its facts' words, not by a guessed polarity.
+    colours = [attr("mug", "color", "green"), attr("bowl", "color", "blue")]
+    assert round_trip_gate("compare", colours, "No, the mug is green and the bowl is blue.",
+                           "The mug is green while the bowl is blue.") is None  # fmt: skip
+    assert round_trip_gate("attribute", [attr("mug", "color", "green")], "It is green.", "").verdict == (
+        "filtered_round_trip"
+    )
+
+
+def test_the_round_trip_asks_each_still_verified_pair_of_its_caption_once() -> None:
+    from prove_assets.core.construction.stages import round_trip_verified
+    from prove_assets.core.requests import LLMResult
+
+    sg = SceneGraph.from_tuples("A green mug stands on a desk.", [SceneTuple("entity", "mug"),
+                                                                   attr("mug", "color", "green")])  # fmt: skip
+    rows = [
+        {
+            "image_id": "i",
+            "kind": "attribute",
+            "question": "What color is the mug?",
+            "answer": "Green.",
+            "verdict": "ok",
+        },
+        {
+            "image_id": "i",
+            "kind": "attribute",
+            "question": "What is the mug made of?",
+            "answer": "Clay.",
+            "verdict": "ok",
+        },  # fmt: skip
+        {
+            "image_id": "i",
+            "kind": "count",
+            "question": "How many mugs?",
+            "answer": "Two.",
+            "verdict": "answer_mismatch",
+        },
+        {"image_id": "i", "kind": "attribute", "question": "Free pair", "answer": "x", "verdict": "ok"},
+    ]
+    facts = [[attr("mug", "color", "green")], [attr("mug", "material", "clay")], [attr("mug", "count", "2")], None]
+    seen: list[str] = []
+
+    def ask(requests, what):  # a scripted stand-in for the LLM: the first answer agrees, the second fails
+        seen.extend(r.values["question"] for r in requests)
+        assert all(r.values["caption"] == sg.caption for r in requests)
+        return [LLMResult("c1", "The mug is green.", "The mug is green."), LLMResult("c2", None, error="HTTP 503")]
+
+    round_trip_verified(rows, facts, {"i": sg}, ask)
+    assert seen == ["What color is the mug?", "What is the mug made of?"]  # only planned pairs still ok
+    assert rows[0]["verdict"] == "ok"
+    assert rows[1]["verdict"] == "filtered_round_trip" and "HTTP 503" in rows[1]["reason"]
+    assert rows[2]["verdict"] == "answer_mismatch" and rows[3]["verdict"] == "ok"

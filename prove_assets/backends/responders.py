@@ -19,6 +19,7 @@ from typing import Any
 
 from prove_assets.backends.llm import LLMGateway
 from prove_assets.core.datasets import image_data_url
+from prove_assets.core.evaluation.stages import CAPTION_ANSWER_TOKENS, caption_answer_request
 from prove_assets.core.json_input import yaml_registry_section
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.requests import LLMRequest
@@ -109,14 +110,12 @@ def response_requests(
     requests, and the questions that cannot be asked (index -> reason, e.g. an unreadable image).
     `respond` sends them; `prove-assets plan` hashes them without sending."""
     if spec.backend in ("caption_oracle", "blind"):
-        prompt = load_prompt(prompts_dir, "answer_with_caption" if spec.backend == "caption_oracle" else "answer_blind")
+        max_tokens = int(spec.settings.get("max_tokens", CAPTION_ANSWER_TOKENS))
+        if spec.backend == "caption_oracle":
+            return None, [caption_answer_request(q.caption, q.question, max_tokens) for q in questions], {}
+        prompt = load_prompt(prompts_dir, "answer_blind")
         reqs = [
-            LLMRequest(
-                prompt,
-                {"caption": q.caption, "question": q.question},
-                max_tokens=int(spec.settings.get("max_tokens", 256)),
-            )
-            for q in questions
+            LLMRequest(prompt, {"caption": q.caption, "question": q.question}, max_tokens=max_tokens) for q in questions
         ]
         return None, reqs, {}
     if spec.backend != "openai":

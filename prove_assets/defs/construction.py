@@ -198,7 +198,9 @@ def qa_flags(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
     # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(
         # extract_tuples: the answer-entailment gate reads each answer as a response is read.
-        ["filter_qa", "repair_wording", "repair_program", "extract_tuples"],
+        # answer_with_caption: the round-trip gate asks each question of the caption alone.
+        ["filter_qa", "repair_wording", "repair_program", "extract_tuples", "answer_with_caption"],
+        round_trip=SETTINGS.qa_round_trip,
         answer_match_threshold=SETTINGS.answer_match_threshold,
         complexity_nodes=COMPLEX_NODES,
         qa_filter=SETTINGS.qa_filter_mode,
@@ -240,7 +242,8 @@ def verified_qa(
         verifier = stages.Verifier(graphs, run_programs, embedder, SETTINGS.answer_match_threshold)
         rows, repairs, rerun = verifier.verify_with_repair(candidates, facts, ask)
         context.log.info(f"verified {len(rows)} pairs; {repairs} repair requests, {rerun} repaired pairs re-run")
-        stages.gate_verified(rows, facts, graphs, wh.read("caption_tuples", shard), embedder, ask)
+        caption_tuples = wh.read("caption_tuples", shard)
+        stages.gate_verified(rows, facts, graphs, caption_tuples, embedder, ask, SETTINGS.qa_round_trip)
         df = stages.post_filter(rows, SETTINGS.qa_filter_mode, ask)
     df = stages.apply_flags(df, active_flags(wh, context.partition_key))
     kept = df[df["verdict"] == "kept"]

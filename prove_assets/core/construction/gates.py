@@ -20,6 +20,9 @@ the caption's grammar and the graph's names only (no vocabulary of the developme
 
 - `unentailed` (`entailment_gate`): the answer's own tuples, extracted as a response's are (the
   LLM request is sent by `verified_qa`), must be the caption's and cover the target's facts.
+- `round_trip` (`round_trip_gate`, `PROVE_QA_ROUND_TRIP`): the question asked of the caption
+  alone (the caption-oracle's request, sent by `verified_qa`) must get the same answer: the same
+  yes or no, and every fact's words (TIFA's question-answering filter).
 
 docs/construction.md (section 3) lists every rule with its example; the figures are there too.
 """
@@ -76,7 +79,7 @@ _NO_DESCRIPTION = {"visible", "shown", "seen", "present", "pictured", "depicted"
 
 @dataclass(frozen=True)
 class GateVerdict:
-    gate: str  # ambiguous | incomplete | untrusted | trivial | unnatural
+    gate: str  # ambiguous | incomplete | untrusted | trivial | unnatural | unentailed | round_trip
     reason: str
 
     @property
@@ -592,6 +595,41 @@ def entailment_gate(
     lost = [m["answer_tuple"] for m in score.answer_matches or [] if not m["entailed"]]
     if lost:
         return GateVerdict("unentailed", f"the answer, read as a response, does not state: {lost[0]}")
+    return None
+
+
+# A yes/no answer that does not start with its polarity says "no" with one of these.
+_NEGATION = re.compile(r"\b(?:no|not|none|nothing|neither|nor|without|never)\b|n't\b")
+
+
+def _yes_no(text: str, infer: bool) -> str | None:
+    """ "yes" / "no" as the answer starts, or (`infer`) "no" where it negates and "yes" otherwise."""
+    first = split_words(text)[:1]
+    if first and first[0] in ("yes", "no"):
+        return first[0]
+    if not infer:
+        return None
+    return "no" if _NEGATION.search(text.lower()) else "yes"
+
+
+def round_trip_gate(kind: str, facts: Sequence[SceneTuple], answer: str, from_caption: str) -> GateVerdict | None:
+    """The question answered again from the caption alone (`from_caption`, the caption-oracle's
+    answer) must agree with the pair's answer: the same yes or no (inferred from a negation for
+    an existence question, which the answer may not start with), and it must state every fact
+    (the words `missing_facts` asks of a program's output). A reader of the caption who answers
+    otherwise shows the question is not the one its facts answer: a relation read from the wrong
+    noun, a "where" answered with clothing, a name for another thing."""
+    from prove_assets.core.construction.verify import missing_facts
+
+    if not from_caption.strip():
+        return GateVerdict("round_trip", "the question answered from the caption said nothing")
+    infer = kind in ("exists", "absent")
+    ours, theirs = _yes_no(answer, infer), _yes_no(from_caption, infer)
+    if ours and theirs and ours != theirs:
+        return GateVerdict("round_trip", f"answered from the caption: {theirs!r}, the pair says {ours!r}")
+    missing = missing_facts(from_caption, facts)
+    if missing:
+        return GateVerdict("round_trip", f"answered from the caption without {missing[0]!r}: {from_caption[:160]!r}")
     return None
 
 

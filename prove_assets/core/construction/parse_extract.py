@@ -86,6 +86,9 @@ POSTURE = {"be", "sit", "stand", "rest", "lie", "hang", "place", "set", "mount",
            "show", "appear", "see", "float", "run", "curve", "visible"}  # fmt: skip
 # Verbs that say what a thing is made of ("made of", "consists of", "composed of", "made up of").
 COMPOSED = {"make", "consist", "compose", "form", "build"}
+# Nouns that name an attribute type: "has a checkered pattern" says the thing is checkered.
+TYPE_NOUNS = {"pattern": "pattern", "shape": "shape", "color": "color", "colour": "color", "texture": "texture",
+              "finish": "texture"}  # fmt: skip
 # Prepositions that place one thing relative to another ("from", "for", "like" do not).
 SPATIAL = {
     "on", "in", "under", "behind", "above", "below", "beside", "near", "next to", "in front of", "on top of", "inside",
@@ -213,6 +216,12 @@ def _value_modifiers(adj: Any) -> list[Any]:
     return [c for c in before if c.text.lower() not in kept]
 
 
+def _bare_participle(tok: Any) -> bool:
+    """A participle with nothing of its own ("sliced", "painted", "coiled"): it says a state. One
+    with an object or a phrase ("painted blue", "covered in snow") says more than a value."""
+    return tok.tag_ in ("VBN", "VBD") and not any(c.dep_ not in ("advmod", "cc", "punct") for c in tok.children)
+
+
 def _predicate_adjectives(acomp: Any) -> list[Any]:
     """A predicate adjective and its conjuncts ("is glossy red ... and white"): adjectives, or
     colour words the small tagger read as nouns."""
@@ -220,7 +229,13 @@ def _predicate_adjectives(acomp: Any) -> list[Any]:
     def adjective(tok: Any) -> bool:
         return tok.pos_ == "ADJ" or word_class(tok.text.lower()) == "color"
 
-    return [a for a in [acomp, *acomp.conjuncts] if adjective(a) and not _quoted(a)]
+    def participle(tok: Any) -> bool:  # "green and sliced": a bare participle says a state
+        return _bare_participle(tok)
+
+    return [
+        a for a in [acomp, *acomp.conjuncts]
+        if (adjective(a) or participle(a) or word_class(a.text.lower()) == "material") and not _quoted(a)
+    ]  # fmt: skip
 
 
 def _common_noun(tok: Any) -> bool:
@@ -659,8 +674,16 @@ def parse_tuples_from_text(
         if not subjects:
             continue
         lemma = tok.lemma_.lower()
+        if tok.dep_ == "conj" and tok.head.lemma_.lower() == "be" and _bare_participle(tok):
+            for s in subjects:  # "is gray and coiled", the participle read as a second verb
+                attribute(s, tok.text.lower())
         for c in tok.children:
-            if c.dep_ == "acomp" or (c.dep_ == "attr" and not _is_entity(c)):  # "is shiny blue": blue/attr
+            if c.dep_ == "attr" and c.lemma_.lower() == "part":  # "the bars are part of the railing"
+                of = next((p for p in c.children if p.dep_ == "prep" and p.text.lower() == "of"), None)
+                obj = _prep_phrase(of)[1] if of is not None else None
+                for s in subjects if obj is not None else []:
+                    relation(s, "part of", obj, "part")
+            elif c.dep_ == "acomp" or (c.dep_ == "attr" and not _is_entity(c)):  # "is shiny blue": blue/attr
                 for s in subjects:
                     for adj in _predicate_adjectives(c):
                         attribute(s, _value(adj))
@@ -678,7 +701,15 @@ def parse_tuples_from_text(
             elif c.dep_ == "prep":
                 pred, obj = _prep_phrase(c)
                 made_of = pred == "of" and lemma in COMPOSED
-                if obj is not None and made_of and word_class(obj.text.lower()) != "material":
+                if obj is not None and made_of and word_class(obj.text.lower()) == "material":
+                    for s in subjects:  # "is made of pale stone"; "made of metal and bent": bent is the subject's
+                        for m in [obj, *obj.conjuncts]:
+                            if word_class(m.text.lower()) == "material":
+                                words = [a.text.lower() for a in m.children if a.dep_ == "amod"] + [m.text.lower()]
+                                attribute(s, " ".join(words), "material")
+                            elif m.pos_ == "ADJ" or _bare_participle(m):
+                                attribute(s, _value(m))
+                elif obj is not None and made_of:
                     for s in subjects:  # "the bloom is made of dozens of petals": the petals are its parts
                         relation(obj, "part of", s, "part")
                 if obj is None or pred not in SPATIAL:
@@ -690,6 +721,11 @@ def parse_tuples_from_text(
                     pred = f"{tok.text.lower()} {pred}"
                 for s in subjects:
                     relation(s, *_place_on(pred, obj))
+            elif c.dep_ == "dobj" and lemma in HAVE and c.lemma_.lower() in TYPE_NOUNS:
+                values = [a for a in c.children if a.dep_ in ("amod", "compound") and not _quoted(a)]
+                for s in subjects:  # "has a checkered pattern": the subject is checkered
+                    for v in values:
+                        attribute(s, _value(v), TYPE_NOUNS[c.lemma_.lower()])
             elif c.dep_ == "dobj" and tok.pos_ == "VERB" and lemma not in POSTURE and c not in subjects:
                 typ = "part" if lemma in HAVE else "action"
                 pred = "part of" if typ == "part" else tok.text.lower()

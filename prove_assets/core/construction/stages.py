@@ -17,7 +17,7 @@ import pandas as pd
 
 from prove_assets.config import prompts_dir
 from prove_assets.core.construction.extraction import extract_tuple_rows, tuples_by, tuples_request
-from prove_assets.core.construction.gates import entailment_gate, gate_rows
+from prove_assets.core.construction.gates import GateVerdict, entailment_gate, gate_rows, round_trip_gate
 from prove_assets.core.construction.generation import (
     CANDIDATE_COLUMNS,
     PAIR_SCHEMA,
@@ -33,6 +33,7 @@ from prove_assets.core.construction.parse_extract import parsed
 from prove_assets.core.construction.targets import Target, plan_targets
 from prove_assets.core.construction.verify import VERIFIED_COLUMNS, filter_verdict, needs_repair, verified_row
 from prove_assets.core.evaluation.evaluators import OBJECT_SYNONYMS
+from prove_assets.core.evaluation.stages import caption_answer_request
 from prove_assets.core.evaluation.strict import StrictEntailment
 from prove_assets.core.prompts import load_prompt
 from prove_assets.core.requests import LLMRequest, LLMResult
@@ -266,10 +267,12 @@ def gate_verified(
     caption_tuples: pd.DataFrame,
     embedder: Any,
     ask: Ask,
+    round_trip: bool = False,
 ) -> None:
     """The gates on verified planned pairs (core/construction/gates.py), in place: the caption's
     grammar and the wording first, then the answer read as a response is read (one tuple
-    extraction per pair, the request the `gold` model's response_tuples sends later)."""
+    extraction per pair, the request the `gold` model's response_tuples sends later), then
+    (`round_trip`) the question answered from the caption alone."""
     sgs = {image: SceneGraph.from_json(g) for image, g in graphs.items()}
     todo = gate_rows(rows, facts, sgs, parsed if parser_enabled() else None)
     # An absent-object pair states no fact ("No, there is no kite"): nothing for a reading to entail.
@@ -288,6 +291,25 @@ def gate_verified(
         if result.error:  # the request failed: say so, not that the answer said nothing
             row["verdict"], row["reason"] = "filtered_unentailed", f"gate unentailed: reading failed: {result.error}"
         elif v is not None:
+            row["verdict"], row["reason"] = v.verdict, f"gate {v.gate}: {v.reason}"
+    if round_trip:
+        round_trip_verified(rows, facts, sgs, ask)
+
+
+def round_trip_verified(
+    rows: list[dict[str, Any]], facts: Sequence[list[SceneTuple] | None], sgs: dict[str, SceneGraph], ask: Ask
+) -> None:
+    """The round-trip gate on the planned pairs still `ok`, in place: each question answered from
+    its caption alone (the caption-oracle's request, so evaluating that model sends it no more)."""
+    todo = [i for i, row in enumerate(rows) if row["verdict"] == "ok" and facts[i] is not None]
+    asked = [caption_answer_request(sgs[rows[i]["image_id"]].caption, rows[i]["question"]) for i in todo]
+    for i, result in zip(todo, ask(asked, "questions answered from the caption"), strict=True):
+        row = rows[i]
+        if result.error:
+            v = GateVerdict("round_trip", f"answering from the caption failed: {result.error}")
+        else:
+            v = round_trip_gate(row["kind"] or "", facts[i] or [], row["answer"], str(result.data or ""))
+        if v is not None:
             row["verdict"], row["reason"] = v.verdict, f"gate {v.gate}: {v.reason}"
 
 

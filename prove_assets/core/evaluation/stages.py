@@ -32,6 +32,20 @@ from prove_assets.core.requests import LLMRequest, LLMResult
 from prove_assets.core.tuples import SceneTuple
 from prove_assets.settings import LLMSettings
 
+# The caption-oracle's answers are short; its requests' max_tokens unless models.yaml sets one.
+CAPTION_ANSWER_TOKENS = 256
+
+
+def caption_answer_request(caption: str, question: str, max_tokens: int = CAPTION_ANSWER_TOKENS) -> LLMRequest:
+    """The question answered from the caption alone (the `caption_oracle` backend's request; the
+    round-trip gate of construction sends the same one, so the ledger answers it once)."""
+    return LLMRequest(
+        load_prompt(prompts_dir(), "answer_with_caption"),
+        {"caption": caption, "question": question},
+        max_tokens=max_tokens,
+    )
+
+
 RESPONSE_COLUMNS = ["qa_id", "image_id", "backend", "question", "response", "latency_s", "call_id", "error"]
 
 
