@@ -198,8 +198,14 @@ def qa_flags(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
     # No pool: it waits on the LLM; the warehouse is held only while it is read and written.
     code_version=code_version(
         # extract_tuples: the answer-entailment gate reads each answer as a response is read.
-        # answer_with_caption: the round-trip gate asks each question of the caption alone.
-        ["filter_qa", "repair_wording", "repair_program", "extract_tuples", "answer_with_caption"],
+        # answer_with_caption: the round-trip gate, when on, asks each question of the caption alone.
+        [
+            "filter_qa",
+            "repair_wording",
+            "repair_program",
+            "extract_tuples",
+            *(["answer_with_caption"] if SETTINGS.qa_round_trip else []),
+        ],
         round_trip=SETTINGS.qa_round_trip,
         answer_match_threshold=SETTINGS.answer_match_threshold,
         complexity_nodes=COMPLEX_NODES,

@@ -229,12 +229,10 @@ def _predicate_adjectives(acomp: Any) -> list[Any]:
     def adjective(tok: Any) -> bool:
         return tok.pos_ == "ADJ" or word_class(tok.text.lower()) == "color"
 
-    def participle(tok: Any) -> bool:  # "green and sliced": a bare participle says a state
-        return _bare_participle(tok)
-
+    # "green and sliced": a bare participle says a state; "brick and narrow": a material noun.
     return [
         a for a in [acomp, *acomp.conjuncts]
-        if (adjective(a) or participle(a) or word_class(a.text.lower()) == "material") and not _quoted(a)
+        if (adjective(a) or _bare_participle(a) or word_class(a.text.lower()) == "material") and not _quoted(a)
     ]  # fmt: skip
 
 
