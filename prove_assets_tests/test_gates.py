@@ -355,3 +355,41 @@ def test_the_round_trip_asks_each_still_verified_pair_of_its_caption_once() -> N
     assert rows[0]["verdict"] == "ok"
     assert rows[1]["verdict"] == "filtered_round_trip" and "HTTP 503" in rows[1]["reason"]
     assert rows[2]["verdict"] == "answer_mismatch" and rows[3]["verdict"] == "ok"
+
+
+@needs_parser
+def test_a_material_answer_leaves_out_no_material_the_caption_gives() -> None:
+    doc = parsed(
+        "A narrow bridge of steel and glass crosses the gorge. A wooden cart with iron wheels waits by a glass kiosk."
+    )
+    nodes = ["bridge", "gorge", "cart", "wheels", "kiosk"]
+    made = lambda entity, value: [attr(entity, "material", value)]  # noqa: E731
+    assert "made of steel" in (incomplete(doc, "attribute", made("bridge", "glass"), nodes) or "")
+    assert incomplete(doc, "attribute", made("bridge", "glass and metal"), nodes) is None  # steel is metal
+    assert incomplete(doc, "attribute", made("cart", "wood"), nodes) is None  # "wooden" is wood
+    assert incomplete(doc, "attribute", made("kiosk", "glass"), nodes) is None
+
+
+def test_wording_that_breaks_english_around_a_name_is_unnatural() -> None:
+    from prove_assets.core.construction.gates import disagreeing_wording
+
+    stones = [attr("pillars", "material", "stone")]
+    assert "'is' does not agree" in (disagreeing_wording("attribute", stones, "What is the pillars made of?") or "")
+    assert disagreeing_wording("attribute", stones, "What are the pillars made of?") is None
+    lamp = [attr("lamp", "color", "red")]
+    assert disagreeing_wording("attribute", lamp, "What color are the lamp?") is not None
+    assert disagreeing_wording("attribute", lamp, "What color are the lamp shades?") is None  # a compound
+    pair = [attr("kettle", "color", "red"), attr("mug", "color", "red")]
+    assert disagreeing_wording("compare", pair, "Do the kettle and the mug have the same color?") is None
+    path = [rel("path", "curves around", "pond")]
+    assert disagreeing_wording("exists", path, "Is there a path curves around the pond?") is not None
+    assert disagreeing_wording("exists", path, "Is there a path curving around the pond?") is None
+    assert disagreeing_wording("exists", [rel("goose", "across", "lawn")], "Is there a goose across the lawn?") is None
+
+
+@needs_parser
+def test_the_colours_of_a_things_pattern_are_its_own() -> None:
+    doc = parsed("A yellow kite with black dots flies over a green field.")
+    colour = lambda value: [attr("kite", "color", value)]  # noqa: E731
+    assert "kite black" in (incomplete(doc, "attribute", colour("yellow"), ["kite", "field", "dots"]) or "")
+    assert incomplete(doc, "attribute", colour("yellow and black"), ["kite", "field", "dots"]) is None

@@ -198,6 +198,10 @@ def _modifiers(doc: Any, head: str) -> list[Any]:
         # "ribbons in red, blue and white": the colours of a noun's "in" phrase.
         mods += [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "in" for o in c.children
                  if o.dep_ == "pobj" and _colour_words(o.text)]  # fmt: skip
+        # "a green toy with orange spots": a pattern's colours are the thing's own.
+        mods += [a for c in tok.children if c.dep_ == "prep" and c.lower_ == "with" for o in c.children
+                 if o.dep_ == "pobj" and singular(o.lower_) in _PATTERN_NOUNS for a in o.children
+                 if a.dep_ in ("amod", "compound") and _colour_words(a.text)]  # fmt: skip
         # "spikes tinged with red and blue": the colours of a participle's "with" / "in" phrase.
         phrases = [p for c in tok.children if c.dep_ == "acl" for p in c.children
                    if p.dep_ == "prep" and p.lower_ in ("with", "in")]  # fmt: skip
@@ -213,6 +217,10 @@ def _modifiers(doc: Any, head: str) -> list[Any]:
         mods += [c for m in mods for c in m.children if c.dep_ == "amod"]
         out += mods
     return out
+
+
+# Marks on a surface whose colour is the surface's too ("a red scarf with white stripes").
+_PATTERN_NOUNS = {"spot", "stripe", "dot", "fleck", "speck", "patch", "streak", "band", "marking", "check", "swirl"}
 
 
 def _adjectives_of(doc: Any, head: str) -> set[str]:
@@ -446,6 +454,14 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
         said = {m for m in _adjectives_of(doc, head) if singular(m) not in given and m not in _NO_DESCRIPTION}
         if said and sum(_head(n) == head for n in nodes) == 1:
             return f"the caption also calls the {head} {sorted(said)[0]}"
+    materials = [f for f in values if f.attribute_type == "material"]
+    for entity in dict.fromkeys(f.entity for f in materials):
+        head = _head(entity)
+        # Compared as the strict scorer's material classes: "wooden" is wood, "steel" is metal.
+        given = class_words(" ".join(f.value or "" for f in materials if f.entity == entity)).get("material", set())
+        stated = [w for w in sorted(_materials_of(doc, head)) if not class_words(w).get("material", set()) <= given]
+        if stated and sum(_head(n) == head for n in nodes) == 1:
+            return f"the caption also says the {head} is made of {stated[0]}"
     colours = [f for f in values if f.attribute_type == "color"]
     by_entity: dict[str, set[str]] = {}
     for f in colours:
@@ -458,6 +474,21 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
         if stated - given:
             return f"the caption also calls the {head} {sorted(stated - given)[0]}"
     return None
+
+
+def _materials_of(doc: Any, head: str) -> set[str]:
+    """The material words the caption gives a noun: its modifiers ("a glass roof"), its "of"
+    phrase ("a roof of glass and steel") and what it is made or built of ("built of logs")."""
+    words = {w for w in modifier_words(doc, head) if word_class(w) == "material"}
+    for tok in _mentions(doc, head):
+        phrases = [c for c in tok.children if c.dep_ == "prep" and c.lower_ == "of"]
+        if tok.dep_ in ("nsubj", "nsubjpass") and tok.head.lemma_ in ("make", "build", "construct", "form"):
+            phrases += [c for c in tok.head.children if c.dep_ == "prep" and c.lower_ in ("of", "from")]
+        objects = [o for p in phrases for o in p.children if o.dep_ == "pobj"]
+        words |= {
+            t.text.lower() for o in objects for t in [o, *o.conjuncts] if word_class(t.text.lower()) == "material"
+        }
+    return words
 
 
 def _placed_by(doc: Any, fact: SceneTuple) -> set[str]:
@@ -519,6 +550,36 @@ def given_away(kind: str, facts: Sequence[SceneTuple], question: str) -> str | N
     return None
 
 
+_SINGULAR_VERBS = ("is", "does", "was", "has")
+# Prepositions and adverbs that end in -s like a verb ("across the road" is no finite verb).
+_S_PARTICLES = {"across", "towards", "besides", "as", "upwards", "downwards", "outwards", "sideways", "always"}
+_PLURAL_VERBS = ("are", "do", "were", "have")
+
+
+def disagreeing_wording(kind: str, facts: Sequence[SceneTuple], question: str) -> str | None:
+    """Wording that breaks English around a name the graph gives: a verb that disagrees with it
+    ("What is the columns made of?", "Are the lamp ...?"; a name joined by "and" to another takes
+    a plural verb), or a relation's verb left finite after "is there" ("Is there a trail winds
+    through the forest?")."""
+    said = " ".join(split_words(question))
+    for f in facts:
+        name = " ".join(split_words(f.entity))
+        plural = singular(name) != name
+        # Not "are the lamp shades": a singular name may be the first word of a plural compound.
+        after = r"(?! and)" if plural else r"(?! and)(?! \w+s\b)"
+        for verb in _SINGULAR_VERBS if plural else _PLURAL_VERBS:
+            if re.search(rf"\b{verb} the {re.escape(name)}\b{after}", said):
+                return f"{verb!r} does not agree with {name!r}"
+        first = split_words(f.predicate or "")[:1]
+        finite = first and first[0].endswith("s") and first[0] not in _S_PARTICLES
+        finite_after = (
+            rf"\bthere (?:is |are )?(?:a |an |any |some )?{re.escape(name)} {re.escape(first[0] if first else '')}\b"
+        )
+        if kind == "exists" and f.kind == "relation" and finite and re.search(finite_after, said):
+            return f"the relation's verb {first[0]!r} is left finite after 'is there'"
+    return None
+
+
 def gate_pair(
     caption_doc: Any,
     nodes: Sequence[str],
@@ -538,6 +599,9 @@ def gate_pair(
         return GateVerdict("unnatural", f"the question reads {_UNNATURAL.search(question.lower())[0]!r}")
     if kind == "describe" and _WHAT_NOT_HOW.match(question.lower().strip()):
         return GateVerdict("unnatural", "a description asked as what the thing is, not what it is like")
+    why = disagreeing_wording(kind, facts, question)
+    if why:
+        return GateVerdict("unnatural", why)
     for name in _names_asked(kind, facts):
         why = ambiguous_name(name, nodes, f"{question} {answer}", neighbours)
         if why:
