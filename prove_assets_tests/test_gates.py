@@ -393,3 +393,5 @@ def test_the_colours_of_a_things_pattern_are_its_own() -> None:
     colour = lambda value: [attr("kite", "color", value)]  # noqa: E731
     assert "kite black" in (incomplete(doc, "attribute", colour("yellow"), ["kite", "field", "dots"]) or "")
     assert incomplete(doc, "attribute", colour("yellow and black"), ["kite", "field", "dots"]) is None
+    apposed = parsed("A paper kite, yellow with black dots, flies over a green field.")
+    assert incomplete(apposed, "attribute", colour("yellow"), ["kite", "field", "dots"]) is not None

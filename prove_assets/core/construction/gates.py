@@ -198,8 +198,10 @@ def _modifiers(doc: Any, head: str) -> list[Any]:
         # "ribbons in red, blue and white": the colours of a noun's "in" phrase.
         mods += [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "in" for o in c.children
                  if o.dep_ == "pobj" and _colour_words(o.text)]  # fmt: skip
-        # "a green toy with orange spots": a pattern's colours are the thing's own.
-        mods += [a for c in tok.children if c.dep_ == "prep" and c.lower_ == "with" for o in c.children
+        # "a green toy with orange spots", "a toy, green with orange spots": a pattern's colours
+        # are the thing's own.
+        holders = [tok, *(c for c in tok.children if c.dep_ in ("amod", "acl") and c.pos_ == "ADJ")]
+        mods += [a for h in holders for c in h.children if c.dep_ == "prep" and c.lower_ == "with" for o in c.children
                  if o.dep_ == "pobj" and singular(o.lower_) in _PATTERN_NOUNS for a in o.children
                  if a.dep_ in ("amod", "compound") and _colour_words(a.text)]  # fmt: skip
         # "spikes tinged with red and blue": the colours of a participle's "with" / "in" phrase.
