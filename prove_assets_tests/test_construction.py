@@ -683,3 +683,12 @@ def test_a_participle_with_its_own_words_or_a_thing_made_of_parts_stays_as_it_wa
     assert "door is painted" not in _texts(parse_tuples_from_text("The door is open and painted blue."))
     made_of_parts = _texts(parse_tuples_from_text("The wreath is made of dozens of twigs."))
     assert "twigs part of wreath" in made_of_parts and "wreath is twigs" not in made_of_parts
+
+
+def test_a_text_target_quotes_the_caption_as_written() -> None:
+    caption = 'A wooden sign by the door reads "Open Daily 9-5" in white paint.'
+    sg = SceneGraph.from_tuples(caption, [SceneTuple("entity", "sign"), SceneTuple("entity", "door"),
+                                          SceneTuple("attribute", "sign", attribute_type="text rendering",
+                                                     value="open daily 9-5")])  # fmt: skip
+    (text,) = candidate_targets(sg)["text"]
+    assert [f.value for f in text.facts] == ["Open Daily 9-5"]

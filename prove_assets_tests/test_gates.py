@@ -395,3 +395,17 @@ def test_the_colours_of_a_things_pattern_are_its_own() -> None:
     assert incomplete(doc, "attribute", colour("yellow and black"), ["kite", "field", "dots"]) is None
     apposed = parsed("A paper kite, yellow with black dots, flies over a green field.")
     assert incomplete(apposed, "attribute", colour("yellow"), ["kite", "field", "dots"]) is not None
+
+
+@needs_parser
+def test_an_s_word_the_tagger_made_the_object_of_a_bare_verb_is_no_thing() -> None:
+    # "handle" read as the verb, "curves" as its object: the faucet curves, there are no curves.
+    doc = parsed("A brass faucet with a single lever handle curves over the basin.")
+    assert verb_name(doc, "curves") is not None
+
+
+def test_a_plural_only_word_asked_with_a_is_unnatural() -> None:
+    assert gate_pair(None, [], "absent", [], "Is there a tweezers in the picture?", "No.").verdict == (
+        "filtered_unnatural"
+    )
+    assert gate_pair(None, [], "absent", [], "Is there a kite in the picture?", "No, there is no kite.") is None

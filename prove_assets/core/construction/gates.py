@@ -168,7 +168,8 @@ def _verb_read_as_noun(tok: Any) -> bool:
         return True
     head = tok.head
     singular_subject = any(c.dep_ == "nsubj" and c.tag_ in ("NN", "NNP") for c in head.children)
-    return tok.dep_ == "dobj" and head.tag_ == "VBP" and singular_subject
+    # "a faucet with a lever handle curves over": the tagger's verb may be a bare VB, too.
+    return tok.dep_ == "dobj" and head.tag_ in ("VBP", "VB") and singular_subject
 
 
 def _names_asked(kind: str, facts: Sequence[SceneTuple]) -> list[str]:
@@ -596,6 +597,10 @@ def gate_pair(
     spaCy parse (None without the parser: the grammar gates are then skipped); `neighbours`: the
     nodes each node is related to; `parts`: (part, whole) pairs of the graph."""
     if kind == "absent":
+        # "Is there a scissors?": a plural-only word asked with "a".
+        asked = re.search(r"\bis there (?:a|an) (\w+)\b", question.lower())
+        if asked and singular(asked[1]) != asked[1]:
+            return GateVerdict("unnatural", f"'a {asked[1]}' asks for one of a plural")
         return None
     if _UNNATURAL.search(question.lower()):
         return GateVerdict("unnatural", f"the question reads {_UNNATURAL.search(question.lower())[0]!r}")

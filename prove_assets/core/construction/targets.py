@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from prove_assets.core.construction.canonical import name_key
 from prove_assets.core.construction.gates import untrusted_relation
@@ -371,6 +371,12 @@ def _colour_words(value: str) -> list[str]:
     return [w for w in _value_words(value) if "color" in class_words(w)]
 
 
+def _as_written(caption: str, value: str) -> str:
+    """`value` with the caption's own capitals where the caption has it (any case)."""
+    found = re.search(re.escape(value), caption, re.IGNORECASE) if value else None
+    return found[0] if found else value
+
+
 def _ongoing(predicate: str) -> bool:
     """An action going on ("holding", "is reading"): what a thing is doing. A caption's simple
     present mostly tells how things are arranged ("a ring encircles her neck", "a bridge crosses
@@ -459,7 +465,10 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
                 if all(_plural_count(a.value or "") for a in every) and check.mentions(entity) == 1:
                     add("count", entity, every, attribute_program(entity, typ), entity=entity)
             elif typ == "text rendering":
-                add("text", entity, every, attribute_program(entity, typ), entity=entity)
+                # The words as the caption writes them ("Thank you", not "thank you"): names and
+                # values are lowercased on the way into the graph, a quotation must not be.
+                cased = [replace(a, value=_as_written(sg.caption, a.value or "")) for a in every]
+                add("text", entity, cased, attribute_program(entity, typ), entity=entity)
             elif typ == "activity":
                 add("activity", entity, every, attribute_program(entity, typ), entity=entity)
             elif typ in ATTRIBUTE_SENTENCES and typ != "size":
