@@ -583,6 +583,43 @@ def disagreeing_wording(kind: str, facts: Sequence[SceneTuple], question: str) -
     return None
 
 
+# A place a question gives the thing it asks about ("the sign on the building").
+_PLACED = re.compile(
+    r"^ (?:on|in|at|by|near|under|over|above|below|behind|beside|against|inside|along|next to|in front of|"
+    r"on top of)(?: the| a| an)? ((?:\w+ )?\w+)"
+)
+_FRAME = {"picture", "scene", "image", "photo", "photograph", "frame", "background", "foreground", "distance"}
+_SIDES = {"left", "right", "top", "bottom", "middle", "center", "centre", "front", "back", "corner", "edge"}
+# Kinds whose question names its subject only to ask about it: a place it adds is a claim.
+_NAMING_KINDS = ("attribute", "describe", "text", "count", "compare")
+
+
+def unplaced_subject(doc: Any, kind: str, facts: Sequence[SceneTuple], question: str,
+                     neighbours: dict[str, set[str]]) -> str | None:  # fmt: skip
+    """A place the question gives its subject that no relation of the graph holds ("What does the
+    plaque on the beach say?" where no beach is related to the plaque), or a side of the picture
+    no sentence about the thing states ("the sign on the left of the picture")."""
+    if kind not in _NAMING_KINDS:
+        return None
+    said = " ".join(split_words(question))
+    for name in dict.fromkeys(f.entity for f in facts):
+        spelled = " ".join(split_words(name))
+        at = re.search(rf"\b{re.escape(spelled)}\b", said)
+        placed = _PLACED.match(said[at.end() :]) if at else None
+        if placed is None:
+            continue
+        # Up to two words after the article: "the far corner", or "the building" and the verb after it.
+        words = {singular(w) for w in placed[1].split()}
+        side = _SIDES & words
+        if side:
+            sentences = [t.sent.text.lower() for t in _mentions(doc, _head(name))] if doc is not None else []
+            if not any(w in sent for w in side for sent in sentences):
+                return f"the question puts the {spelled} at the {sorted(side)[0]}; no sentence about it does"
+        elif not words & (_FRAME | {_head(n) for n in neighbours.get(name, set())}):
+            return f"the question places the {spelled} {placed[0].strip()}: no relation of the graph does"
+    return None
+
+
 def gate_pair(
     caption_doc: Any,
     nodes: Sequence[str],
@@ -639,6 +676,9 @@ def gate_pair(
         why = untrusted_relation(caption_doc, f, kind in PLACE_KINDS) or hedged_value(caption_doc, f)
         if why:
             return GateVerdict("untrusted", why)
+    why = unplaced_subject(caption_doc, kind, facts, question, neighbours or {})
+    if why:
+        return GateVerdict("untrusted", why)
     why = incomplete(caption_doc, kind, facts, nodes)
     if why:
         return GateVerdict("incomplete", why)
