@@ -153,8 +153,10 @@ def audit_sheet(sets: list[str], path: Path, marks: Path) -> None:
     wh = open_warehouse(warehouse_location())
     qa = wh.read("verified_qa").merge(wh.read("images")[["image_id", "caption"]], on="image_id")
     qa = qa[qa["verdict"].isin(GATED) & qa["shard"].isin([f"{s}-000" for s in sets])]
-    marked = set(read_marks(marks)["qa_id"]) if marks.exists() else set()
-    qa = qa[~qa["qa_id"].isin(marked)]
+    # A mark holds for the wording it judged: a pair re-worded since (same qa_id) is audited again.
+    done = read_marks(marks) if marks.exists() else None
+    marked = set(zip(done["qa_id"], done["question"], done["answer"], strict=True)) if done is not None else set()
+    qa = qa[[k not in marked for k in zip(qa["qa_id"], qa["question"], qa["answer"], strict=True)]]
     qa = qa.assign(_rank=qa["qa_id"].map(lambda q: hashlib.sha256(q.encode()).hexdigest())).sort_values("_rank")
     with open(path, "w") as out:
         for r in qa.itertuples():
