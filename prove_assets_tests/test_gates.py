@@ -409,3 +409,14 @@ def test_a_plural_only_word_asked_with_a_is_unnatural() -> None:
         "filtered_unnatural"
     )
     assert gate_pair(None, [], "absent", [], "Is there a kite in the picture?", "No, there is no kite.") is None
+
+
+@needs_parser
+def test_an_existence_question_about_the_only_ground_or_a_motion_is_unnatural() -> None:
+    from prove_assets.core.construction.gates import odd_existence
+
+    doc = parsed("A goat grazes by the fence. The grass by the fence is short. A basin is sunk into the bench.")
+    assert odd_existence(doc, "exists", [rel("grass", "by", "fence")], "Is there a grass by the fence?") is not None
+    assert odd_existence(doc, "exists", [rel("basin", "into", "bench")], "Is there a basin into the bench?")
+    assert odd_existence(doc, "exists", [rel("goat", "by", "fence")], "Is there a goat by the fence?") is None
+    assert odd_existence(doc, "where", [rel("grass", "by", "fence")], "Where is the grass?") is None

@@ -620,6 +620,27 @@ def unplaced_subject(doc: Any, kind: str, facts: Sequence[SceneTuple], question:
     return None
 
 
+# Prepositions of motion: "Is there a sink into the countertop?" keeps the verb's preposition
+# without its verb ("set into").
+_MOTION = {"into", "onto", "from", "toward", "towards", "off", "out of"}
+
+
+def odd_existence(doc: Any, kind: str, facts: Sequence[SceneTuple], question: str) -> str | None:
+    """An existence question no person asks: "Is there a ground near the gate?" for a thing the
+    caption only ever calls "the ground" (there is one, the question asks nothing), or a relation
+    that is a preposition of motion without its verb ("Is there a sink into the countertop?")."""
+    if kind != "exists":
+        return None
+    for f in facts:
+        if f.kind == "relation" and " ".join(split_words(f.predicate or "")) in _MOTION:
+            return f"'{f.predicate}' says where the {f.entity} moved or was set, not where it is"
+        head = _head(f.entity)
+        named = [t for t in _mentions(doc, head) if t.dep_ != "compound"] if doc is not None else []
+        if named and all(any(c.dep_ == "det" and c.lower_ == "the" for c in t.children) for t in named):
+            return f"the caption only ever says 'the {head}': asking whether there is one asks nothing"
+    return None
+
+
 def gate_pair(
     caption_doc: Any,
     nodes: Sequence[str],
@@ -679,6 +700,9 @@ def gate_pair(
     why = unplaced_subject(caption_doc, kind, facts, question, neighbours or {})
     if why:
         return GateVerdict("untrusted", why)
+    why = odd_existence(caption_doc, kind, facts, question)
+    if why:
+        return GateVerdict("unnatural", why)
     why = incomplete(caption_doc, kind, facts, nodes)
     if why:
         return GateVerdict("incomplete", why)
