@@ -554,9 +554,9 @@ def given_away(kind: str, facts: Sequence[SceneTuple], question: str) -> str | N
 
 
 _SINGULAR_VERBS = ("is", "does", "was", "has")
+_PLURAL_VERBS = ("are", "do", "were", "have")
 # Prepositions and adverbs that end in -s like a verb ("across the road" is no finite verb).
 _S_PARTICLES = {"across", "towards", "besides", "as", "upwards", "downwards", "outwards", "sideways", "always"}
-_PLURAL_VERBS = ("are", "do", "were", "have")
 
 
 def disagreeing_wording(kind: str, facts: Sequence[SceneTuple], question: str) -> str | None:
@@ -625,7 +625,7 @@ def unplaced_subject(doc: Any, kind: str, facts: Sequence[SceneTuple], question:
 _MOTION = {"into", "onto", "from", "toward", "towards", "off", "out of"}
 
 
-def odd_existence(doc: Any, kind: str, facts: Sequence[SceneTuple], question: str) -> str | None:
+def odd_existence(doc: Any, kind: str, facts: Sequence[SceneTuple]) -> str | None:
     """An existence question no person asks: "Is there a ground near the gate?" for a thing the
     caption only ever calls "the ground" (there is one, the question asks nothing), or a relation
     that is a preposition of motion without its verb ("Is there a sink into the countertop?")."""
@@ -635,7 +635,7 @@ def odd_existence(doc: Any, kind: str, facts: Sequence[SceneTuple], question: st
         if f.kind == "relation" and " ".join(split_words(f.predicate or "")) in _MOTION:
             return f"'{f.predicate}' says where the {f.entity} moved or was set, not where it is"
         head = _head(f.entity)
-        named = [t for t in _mentions(doc, head) if t.dep_ != "compound"] if doc is not None else []
+        named = [t for t in _mentions(doc, head) if t.dep_ != "compound"]
         if named and all(any(c.dep_ == "det" and c.lower_ == "the" for c in t.children) for t in named):
             return f"the caption only ever says 'the {head}': asking whether there is one asks nothing"
     return None
@@ -700,7 +700,7 @@ def gate_pair(
     why = unplaced_subject(caption_doc, kind, facts, question, neighbours or {})
     if why:
         return GateVerdict("untrusted", why)
-    why = odd_existence(caption_doc, kind, facts, question)
+    why = odd_existence(caption_doc, kind, facts)
     if why:
         return GateVerdict("unnatural", why)
     why = incomplete(caption_doc, kind, facts, nodes)
