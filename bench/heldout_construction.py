@@ -204,7 +204,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", nargs="*", default=[s for s in SETS if (BENCH / s / "captions.jsonl").exists()])
     parser.add_argument("--report", action="store_true", help="only report the built benchmark")
-    parser.add_argument("--export-ledger", action="store_true", help=f"write the live calls to {LEDGER.name}")
+    parser.add_argument(
+        "--export-ledger", action="store_true", help=f"add the live calls of this DAGSTER_HOME to {LEDGER.name}"
+    )
     parser.add_argument("--audit-sheet", type=Path, help="write the pairs still to audit (blind) to this file")
     parser.add_argument("--add-marks", type=Path, help="append an auditor's marks file to the marks file")
     parser.add_argument("--by", default="auditor", help="with --add-marks: who marked")
@@ -226,15 +228,24 @@ def main() -> None:
 
     wh = open_warehouse(warehouse_location())
     if args.export_ledger:
-        export_ledger(wh, LEDGER, Settings.from_env().llm_model)
+        # Added to what the file holds, so the calls of builds in other DAGSTER_HOMEs stay.
+        with gzip.open(LEDGER, "rt") as before:
+            calls = {json.loads(line)["call_id"]: line for line in before}
+        fresh = home / "heldout_ledger_export.jsonl.gz"
+        export_ledger(wh, fresh, Settings.from_env().llm_model)
+        with gzip.open(fresh, "rt") as exported:
+            for line in exported:
+                calls.setdefault(json.loads(line)["call_id"], line)
+        fresh.unlink()
         # Only the held-out calls: the sample's recorded ones (loaded by the gateway) ship in its own ledger.
         with gzip.open(LEDGER_PATH, "rt") as recorded:
             sample = {json.loads(line)["call_id"] for line in recorded}
-        with gzip.open(LEDGER, "rt") as exported:
-            calls = [line for line in exported if json.loads(line)["call_id"] not in sample]
+        kept = sorted(
+            (line for c, line in calls.items() if c not in sample), key=lambda line: json.loads(line)["created_at"]
+        )
         with gzip.open(LEDGER, "wt") as out:
-            out.writelines(calls)
-        print(f"wrote {len(calls)} calls to {LEDGER}")
+            out.writelines(kept)
+        print(f"wrote {len(kept)} calls to {LEDGER}")
         return
     if args.audit_sheet:
         audit_sheet(args.sets, args.audit_sheet, args.marks)
