@@ -206,7 +206,6 @@ def qa_flags(context: dg.AssetExecutionContext, warehouse: WarehouseResource) ->
             "extract_tuples",
             *(["answer_with_caption"] if SETTINGS.qa_round_trip else []),
         ],
-        round_trip=SETTINGS.qa_round_trip,
         answer_match_threshold=SETTINGS.answer_match_threshold,
         complexity_nodes=COMPLEX_NODES,
         qa_filter=SETTINGS.qa_filter_mode,

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prove_assets.core.construction.canonical import name_key, word_class
+from prove_assets.core.construction.verify import missing_facts, polarity
 from prove_assets.core.evaluation.strict import class_words
 from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
@@ -739,11 +740,8 @@ _NEGATION = re.compile(r"\b(?:no|not|none|nothing|neither|nor|without|never)\b|n
 
 def _yes_no(text: str, infer: bool) -> str | None:
     """ "yes" / "no" as the answer starts, or (`infer`) "no" where it negates and "yes" otherwise."""
-    first = split_words(text)[:1]
-    if first and first[0] in ("yes", "no"):
-        return first[0]
-    if not infer:
-        return None
+    if polarity(text) or not infer:
+        return polarity(text)
     return "no" if _NEGATION.search(text.lower()) else "yes"
 
 
@@ -754,8 +752,6 @@ def round_trip_gate(kind: str, facts: Sequence[SceneTuple], answer: str, from_ca
     (the words `missing_facts` asks of a program's output). A reader of the caption who answers
     otherwise shows the question is not the one its facts answer: a relation read from the wrong
     noun, a "where" answered with clothing, a name for another thing."""
-    from prove_assets.core.construction.verify import missing_facts
-
     if not from_caption.strip():
         return GateVerdict("round_trip", "the question answered from the caption said nothing")
     infer = kind in ("exists", "absent")

@@ -120,7 +120,8 @@ def asks_for_missing_type(question: str, facts: Sequence[SceneTuple], answer: st
     return None
 
 
-def _polarity(text: str) -> str | None:
+def polarity(text: str) -> str | None:
+    """ "yes" or "no" where the text starts with it."""
     first = split_words(text)[:1]
     return first[0] if first and first[0] in ("yes", "no") else None
 
@@ -154,8 +155,8 @@ def judge_pair(
         return Verdict("empty_output", problem)
     if similarity is None or similarity < threshold:
         return Verdict("answer_mismatch", f"program output vs answer similarity {similarity or 0:.2f} < {threshold}")
-    if _polarity(output) and _polarity(answer) != _polarity(output):
-        return Verdict("answer_mismatch", f"the answer says {_polarity(answer)!r}, the program {_polarity(output)!r}")
+    if polarity(output) and polarity(answer) != polarity(output):
+        return Verdict("answer_mismatch", f"the answer says {polarity(answer)!r}, the program {polarity(output)!r}")
     if facts is not None:
         turned = [f for f in facts if states_reversed(f"{question} {answer}", f)]
         if turned:
