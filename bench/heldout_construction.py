@@ -142,9 +142,11 @@ GATED = ("kept", "flagged", "filtered_ambiguous", "filtered_incomplete", "filter
          "filtered_unnatural", "filtered_unentailed")  # fmt: skip
 
 
-def audit_sheet(sets: list[str], path: Path, marks: Path) -> None:
+def audit_sheet(sets: list[str], path: Path, marks: Path, again: bool = False) -> None:
     """Every pair that reached the gates, kept or not (the sheet does not say which), in a fixed
-    shuffled order, with its caption: what an auditor who never sees the pipeline marks."""
+    shuffled order, with its caption: what an auditor who never sees the pipeline marks. Pairs
+    already marked in their present wording are left out unless `again` (a second, independent
+    pass, for the auditors' agreement)."""
     import hashlib
 
     from prove_assets.config import warehouse_location
@@ -156,13 +158,14 @@ def audit_sheet(sets: list[str], path: Path, marks: Path) -> None:
     # A mark holds for the wording it judged: a pair re-worded since (same qa_id) is audited again.
     done = read_marks(marks) if marks.exists() else None
     marked = set(zip(done["qa_id"], done["question"], done["answer"], strict=True)) if done is not None else set()
-    qa = qa[[k not in marked for k in zip(qa["qa_id"], qa["question"], qa["answer"], strict=True)]]
+    if not again:
+        qa = qa[[k not in marked for k in zip(qa["qa_id"], qa["question"], qa["answer"], strict=True)]]
     qa = qa.assign(_rank=qa["qa_id"].map(lambda q: hashlib.sha256(q.encode()).hexdigest())).sort_values("_rank")
     with open(path, "w") as out:
         for r in qa.itertuples():
             out.write(json.dumps({"qa_id": r.qa_id, "caption": r.caption, "question": r.question,
                                   "answer": r.answer}) + "\n")  # fmt: skip
-    print(f"wrote {len(qa)} pairs to audit to {path} ({len(marked)} already marked)")
+    print(f"wrote {len(qa)} pairs to audit to {path} ({len(marked)} marked before{', included' if again else ''})")
 
 
 def read_marks(path: Path) -> Any:
@@ -208,6 +211,7 @@ def main() -> None:
         "--export-ledger", action="store_true", help=f"add the live calls of this DAGSTER_HOME to {LEDGER.name}"
     )
     parser.add_argument("--audit-sheet", type=Path, help="write the pairs still to audit (blind) to this file")
+    parser.add_argument("--again", action="store_true", help="with --audit-sheet: include pairs already marked")
     parser.add_argument("--add-marks", type=Path, help="append an auditor's marks file to the marks file")
     parser.add_argument("--by", default="auditor", help="with --add-marks: who marked")
     parser.add_argument("--marks", type=Path, default=MARKS, help=f"the marks file (default {MARKS.name})")
@@ -248,7 +252,7 @@ def main() -> None:
         print(f"wrote {len(kept)} calls to {LEDGER}")
         return
     if args.audit_sheet:
-        audit_sheet(args.sets, args.audit_sheet, args.marks)
+        audit_sheet(args.sets, args.audit_sheet, args.marks, args.again)
         return
     if args.add_marks:
         add_marks(args.add_marks, args.by, args.marks)
