@@ -69,6 +69,24 @@ _UNNATURAL = re.compile(
     r"|\bsay or read\b"
     # "What does the seams look like?": a singular verb before a plural noun, or the reverse.
     r"|\b(?:does|is) the (?:\w+ )?\w+[^suina\W]s\b(?! of)|\bdo the \w*[^s\W] look\b"
+    # "the front face of this picture": a part whose whole the wording dropped (a side or the
+    # background of the picture is a place in it).
+    r"|\b(?!(?:left|right|top|bottom|middle|center|centre|front|back|side|sides|corner|corners|edge|edges"
+    r"|background|foreground|rest|part|half|area|foot|end)\b)\w+ of (?:this|the) (?:picture|scene|image|photo)\b"
+    # The wording model's answer leaked into its question ("What is it made of? A: ...").
+    r"|\b(?:a|answer):"
+)
+# "made of wooden": a material's adjective where its noun belongs.
+_MADE_OF_ADJECTIVE = re.compile(
+    r"\bmade (?:out )?of (?:wooden|metallic|woolen|woollen|silken|golden|earthen|leathery)\b"
+)
+# Units of measure and time: "How many years are there?" counts no thing in the picture.
+_UNITS = {"year", "month", "week", "day", "hour", "minute", "inch", "meter", "metre",
+          "centimeter", "centimetre", "mile", "kilometer", "kilometre", "degree", "percent", "pound", "ounce",
+          "kilogram", "gram", "liter", "litre", "gallon"}  # fmt: skip
+# A describing question that calls its subject by a pose ("the reeds standing in this scene").
+_POSED_SUBJECT = re.compile(
+    r"\b(?:standing|sitting|lying|located|seen|visible) in (?:this|the) (?:scene|picture|image|photo)\b"
 )
 # A description asked as "What are the furrows?": that asks what a thing is, not what it is like.
 _WHAT_NOT_HOW = re.compile(
@@ -192,35 +210,39 @@ def modifier_words(doc: Any, head: str) -> set[str]:
 
 
 def _modifiers(doc: Any, head: str) -> list[Any]:
-    out: list[Any] = []
-    for tok in _mentions(doc, head):
-        if tok.pos_ not in ("NOUN", "PROPN"):
-            continue
-        mods = [c for c in tok.children if c.dep_ in ("amod", "compound", "nmod")]
-        # "ribbons in red, blue and white": the colours of a noun's "in" phrase.
-        mods += [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "in" for o in c.children
-                 if o.dep_ == "pobj" and _colour_words(o.text)]  # fmt: skip
-        # "a green toy with orange spots", "a toy, green with orange spots": a pattern's colours
-        # are the thing's own.
-        holders = [tok, *(c for c in tok.children if c.dep_ in ("amod", "acl") and c.pos_ == "ADJ")]
-        mods += [a for h in holders for c in h.children if c.dep_ == "prep" and c.lower_ == "with" for o in c.children
-                 if o.dep_ == "pobj" and singular(o.lower_) in _PATTERN_NOUNS for a in o.children
-                 if a.dep_ in ("amod", "compound") and _colour_words(a.text)]  # fmt: skip
-        # "spikes tinged with red and blue": the colours of a participle's "with" / "in" phrase.
-        phrases = [p for c in tok.children if c.dep_ == "acl" for p in c.children
-                   if p.dep_ == "prep" and p.lower_ in ("with", "in")]  # fmt: skip
-        mods += [o for p in phrases for o in p.children if o.dep_ == "pobj" and _colour_words(o.text)]
-        # "teal and deep green leaves" read as two nouns: a colour conjunct is the noun's colour.
-        mods += [c for c in tok.conjuncts if _colour_words(c.text)]
-        # "the rug is red", "lamps glow a bright yellow-white": what the noun's verb says it is.
-        if tok.dep_ in ("nsubj", "nsubjpass"):
-            mods += [c for c in tok.head.children if c.dep_ in ("acomp", "attr", "oprd", "dobj", "npadvmod")
-                     and (tok.head.lemma_ == "be" or _colour_words(c.text))]  # fmt: skip
-        mods += [c for m in mods for c in m.conjuncts]
-        # "dark, narrow and oval": a grading word the parser hung on the next adjective.
-        mods += [c for m in mods for c in m.children if c.dep_ == "amod"]
-        out += mods
-    return out
+    return [m for tok in _mentions(doc, head) for m in _modifiers_of(tok)]
+
+
+def _modifiers_of(tok: Any) -> list[Any]:
+    """The describing tokens of one mention of a noun (see `modifier_words`)."""
+    if tok.pos_ not in ("NOUN", "PROPN"):
+        return []
+    mods = [c for c in tok.children if c.dep_ in ("amod", "compound", "nmod")]
+    # "ribbons in red, blue and white": the colours of a noun's "in" phrase.
+    mods += [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "in" for o in c.children
+             if o.dep_ == "pobj" and _colour_words(o.text)]  # fmt: skip
+    # "a green toy with orange spots", "a toy, green with orange spots": a pattern's colours
+    # are the thing's own.
+    holders = [tok, *(c for c in tok.children if c.dep_ in ("amod", "acl") and c.pos_ == "ADJ")]
+    # Every noun of the phrase: "a mug with a chip on its rim and a blue stripe".
+    marks = [m for h in holders for c in h.children if c.dep_ == "prep" and c.lower_ == "with" for o in c.children
+             if o.dep_ == "pobj" for m in (o, *o.conjuncts) if singular(m.lower_) in _PATTERN_NOUNS]  # fmt: skip
+    mods += [a for m in marks for a in m.children if a.dep_ in ("amod", "compound") and _colour_words(a.text)]
+    # "spikes tinged with red and blue": the colours of a participle's "with" / "in" phrase.
+    phrases = [p for c in tok.children if c.dep_ == "acl" for p in c.children
+               if p.dep_ == "prep" and p.lower_ in ("with", "in")]  # fmt: skip
+    mods += [o for p in phrases for o in p.children if o.dep_ == "pobj" and _colour_words(o.text)]
+    # "teal and deep green leaves" read as two nouns: a colour conjunct is the noun's colour.
+    mods += [c for c in tok.conjuncts if _colour_words(c.text)]
+    # "the rug is red", "lamps glow a bright yellow-white": what the noun's verb says it is.
+    if tok.dep_ in ("nsubj", "nsubjpass"):
+        mods += [c for c in tok.head.children if c.dep_ in ("acomp", "attr", "oprd", "dobj", "npadvmod")
+                 and (tok.head.lemma_ == "be" or _colour_words(c.text))]  # fmt: skip
+    mods += [c for m in mods for c in m.conjuncts]
+    # "dark, narrow and oval": a grading word the parser hung on the next adjective; "a white
+    # painted sill": a colour read as the adverb of a participle.
+    mods += [c for m in mods for c in m.children if c.dep_ == "amod" or (c.dep_ == "advmod" and _colour_words(c.text))]
+    return mods
 
 
 # Marks on a surface whose colour is the surface's too ("a red scarf with white stripes").
@@ -282,7 +304,12 @@ def introductions(doc: Any, head: str) -> list[Any]:
         if joined_after or joined_before:
             continue
         if any(c.dep_ in ("det", "poss", "predet") and c.lower_ in _ANAPHORIC for c in tok.children):
-            continue
+            # "the green leaves of a tree": the article is definite for the "of" phrase, which
+            # brings in a new thing and its leaves with it.
+            owners = [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "of" for o in c.children
+                      if o.dep_ == "pobj"]  # fmt: skip
+            if not any(c.dep_ == "det" and c.lower_ in ("a", "an") for o in owners for c in o.children):
+                continue
         out.append(tok)
     return out
 
@@ -321,6 +348,60 @@ def hedged_value(doc: Any, fact: SceneTuple) -> str | None:
     hedges = [next((c for c in m.children if c.lower_ in HEDGES), None) for m in saying]
     if saying and all(hedges):
         return f"the caption calls the {_head(fact.entity)} {hedges[0].text} {saying[0].text}, not {fact.value}"
+    return None
+
+
+def fragment_value(doc: Any, fact: SceneTuple) -> str | None:
+    """Why an attribute's value is only a piece of the caption's word: every time the caption
+    uses it, it ends a hyphenated word the value does not give ("V-shaped", not "shaped")."""
+    if fact.kind != "attribute" or not fact.value:
+        return None
+    word = (_words(fact.value) or [""])[-1]
+    uses = [t for t in doc if t.lower_ == word]
+    joined = [t for t in uses if t.i >= 2 and doc[t.i - 1].text == "-" and not doc[t.i - 2].whitespace_
+              and not doc[t.i - 1].whitespace_]  # fmt: skip
+    whole = [doc[t.i - 2 : t.i + 1].text.lower() for t in joined]
+    if uses and len(joined) == len(uses) and not any(w in fact.value.lower() for w in whole):
+        return f"the caption says {whole[0]!r}, not {fact.value!r}"
+    return None
+
+
+def _said_before(tok: Any) -> set[str]:
+    """The words a mention's noun phrase gives before its noun ("a small folded hand towel")."""
+    return {singular(t.lower_) for t in tok.doc[tok.left_edge.i : tok.i]}
+
+
+def _other_thing(tok: Any) -> bool:
+    """A mention that brings in a thing or names its owner ("a white towel", "its white head"):
+    not one that may point back to the named thing ("the towel")."""
+    # "The mountains and trees": a conjunct shares the determiner of the first.
+    first = tok.head if tok.dep_ == "conj" else tok
+    if any(c.dep_ == "det" and c.lower_ in _ANAPHORIC for c in first.children):
+        return False
+    return tok in introductions(tok.doc, singular(tok.lower_)) or any(c.dep_ == "poss" for c in tok.children)
+
+
+def other_mention(doc: Any, fact: SceneTuple) -> str | None:
+    """Why a fact is the caption's about another thing of the same head noun: the name says which
+    one ("the cattail heads", "the hand towel"), and the caption says the value, or the relation,
+    of a mention without those words that is another thing ("its white head", "a white towel
+    hanging on a hook")."""
+    head = _head(fact.entity)
+    words = set(name_key(fact.entity)) - {head, "of", "the", "a", "an"} - _POSITION
+    mentions = [t for t in _mentions(doc, head) if t.pos_ in ("NOUN", "PROPN") and t.dep_ != "compound"]
+    named = [t for t in mentions if words <= _said_before(t)]
+    if not words or not named or len(named) == len(mentions):
+        return None
+    if fact.kind == "attribute" and fact.value:
+        word = (_words(fact.value) or [""])[-1]
+        saying = [t for t in mentions if any(_has_word(m.text.lower(), word) for m in _modifiers_of(t))]
+        if saying and not set(saying) & set(named) and all(_other_thing(t) for t in saying):
+            said = " ".join(x.text for x in doc[saying[0].left_edge.i : saying[0].i + 1])
+            return f"the caption calls {said!r} {word}, not the {fact.entity}"
+    located = _the_fact_sentence(doc, fact) if fact.kind == "relation" else None
+    if located and located[0] not in named and _other_thing(located[0]):
+        said = " ".join(x.text for x in doc[located[0].left_edge.i : located[0].i + 1])
+        return f"the caption says this of {said!r}, not of the {fact.entity}"
     return None
 
 
@@ -381,6 +462,11 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
     for tok in (source, obj):
         if tok.pos_ in ("VERB", "AUX") or tok.tag_.startswith("VB"):
             return f"{tok.text!r} is a verb in the caption, not a thing"
+    # "a woman sitting on a chair reading a book": the participle after the chair may be the
+    # woman's doing.
+    doer = _verb_subject(source)
+    if fact.relation_type == "action" and pred.dep_ == "acl" and pred.head.i == source.i and doer is not None:
+        return f"'{pred.text}' after the {source.text} may be what the {doer.text} does"
     if fact.relation_type != "spatial":
         return None
     # "in bloom", "in uniform", "on fire": a bare singular noun after the preposition is a state.
@@ -406,15 +492,26 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
     if between:
         return f"'{pred.text} the {obj.text}' may place the {between[-1].text}, not the {source.text}"
     # The source is itself the object of a preposition after a verb ("rests on the saucer to the
-    # right of the cup"): the phrase may place the verb's subject instead.
-    if source.dep_ == "pobj" and source.head.head.pos_ in ("VERB", "AUX"):
-        verb = source.head.head
-        # The verb's subject; a small parser sometimes reads it as a compound of the verb.
-        subjects = [c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")
-                    or (c.dep_ == "compound" and c.pos_ == "NOUN" and c.i < verb.i)]  # fmt: skip
-        if subjects and subjects[0].i != source.i:
-            return f"'{pred.text} the {obj.text}' may place the {subjects[0].text}, not the {source.text}"
+    # right of the cup", "two dogs tied to a post on the sidewalk"): the phrase may place the
+    # verb's subject instead.
+    if doer is not None:
+        return f"'{pred.text} the {obj.text}' may place the {doer.text}, not the {source.text}"
     return None
+
+
+def _verb_subject(tok: Any) -> Any:
+    """The subject of the verb a noun is the prepositional object of ("rests on the saucer": what
+    rests), or the noun a participle describes ("dogs tied to a post"); None if there is none
+    or it is the noun itself."""
+    if tok.dep_ != "pobj" or tok.head.head.pos_ not in ("VERB", "AUX"):
+        return None
+    verb = tok.head.head
+    # The verb's subject; a small parser sometimes reads it as a compound of the verb.
+    subjects = [c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")
+                or (c.dep_ == "compound" and c.pos_ == "NOUN" and c.i < verb.i)]  # fmt: skip
+    if not subjects and verb.dep_ in ("acl", "relcl") and verb.head.pos_ in ("NOUN", "PROPN"):
+        subjects = [verb.head]
+    return subjects[0] if subjects and subjects[0].i != tok.i else None
 
 
 def _pobj_chain(pred: Any) -> list[Any]:
@@ -655,11 +752,11 @@ def gate_pair(
     """The first gate a verified planned pair fails, or None. `caption_doc` is the caption's
     spaCy parse (None without the parser: the grammar gates are then skipped); `neighbours`: the
     nodes each node is related to; `parts`: (part, whole) pairs of the graph."""
+    # "Is there a scissors?", "Is there a noodles under the broth?": a plural asked with "a".
+    asked = re.search(r"\bis there (?:a|an) (\w+)\b", question.lower())
+    if asked and singular(asked[1]) != asked[1] and not asked[1].endswith(("ss", "us", "is", "as")):
+        return GateVerdict("unnatural", f"'a {asked[1]}' asks for one of a plural")
     if kind == "absent":
-        # "Is there a scissors?": a plural-only word asked with "a".
-        asked = re.search(r"\bis there (?:a|an) (\w+)\b", question.lower())
-        if asked and singular(asked[1]) != asked[1]:
-            return GateVerdict("unnatural", f"'a {asked[1]}' asks for one of a plural")
         return None
     if _UNNATURAL.search(question.lower()):
         return GateVerdict("unnatural", f"the question reads {_UNNATURAL.search(question.lower())[0]!r}")
@@ -672,8 +769,14 @@ def gate_pair(
         why = ambiguous_name(name, nodes, f"{question} {answer}", neighbours)
         if why:
             return GateVerdict("ambiguous", why)
-    if kind in ("attribute", "describe") and set(_words(answer)) & _NO_DESCRIPTION:
+    if kind in ("attribute", "describe", "which") and set(_words(answer)) & _NO_DESCRIPTION:
         return GateVerdict("unnatural", "the answer says the thing is there, not what it is like")
+    if _MADE_OF_ADJECTIVE.search(answer.lower()):
+        return GateVerdict("unnatural", f"the answer reads {_MADE_OF_ADJECTIVE.search(answer.lower())[0]!r}")
+    if kind == "count" and any(_head(f.entity) in _UNITS for f in facts):
+        return GateVerdict("unnatural", f"'{facts[0].entity}' is a unit of measure, not a thing to count")
+    if kind in ("attribute", "describe") and _POSED_SUBJECT.search(question.lower()):
+        return GateVerdict("unnatural", "the question names its subject by a pose in the scene")
     why = given_away(kind, facts, question) or trivial(kind, facts, parts or set())
     if why:
         return GateVerdict("trivial", why)
@@ -695,7 +798,19 @@ def gate_pair(
         if why:
             return GateVerdict("untrusted", why)
     for f in facts:
-        why = untrusted_relation(caption_doc, f, kind in PLACE_KINDS) or hedged_value(caption_doc, f)
+        why = (
+            untrusted_relation(caption_doc, f, kind in PLACE_KINDS)
+            or hedged_value(caption_doc, f)
+            or fragment_value(caption_doc, f)
+            or other_mention(caption_doc, f)
+        )
+        # A place asked or answered must be one a sentence states, in the order it is read.
+        unstated = kind in PLACE_KINDS and f.kind == "relation" and _the_fact_sentence(caption_doc, f) is None
+        if unstated and not why:
+            why = f"no sentence says the {f.entity} is {f.predicate} the {f.target}"
+        # "The horse is raised on its back legs": a thing on its own part is a pose, not a place.
+        if kind in PLACE_KINDS and f.kind == "relation" and (f.target, f.entity) in (parts or set()) and not why:
+            why = f"the {f.target} is part of the {f.entity}: '{f.predicate}' it tells a pose, not a place"
         if why:
             return GateVerdict("untrusted", why)
     why = unplaced_subject(caption_doc, kind, facts, question, neighbours or {})
