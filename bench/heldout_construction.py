@@ -17,8 +17,10 @@ its own; the sample's ledger never grows from here:
     DAGSTER_HOME=/tmp/heldout-home python bench/heldout_construction.py --export-ledger
     DAGSTER_HOME=/tmp/heldout-home python bench/heldout_construction.py --report   # no build
 
-Audit: `--audit-sheet FILE` writes every pair that reached the gates, kept or not and without
-saying which, with its caption, for an auditor who never sees the pipeline (the instructions the
+Audit: `--audit-sheet FILE` writes every pair that reached the gates and has no mark yet (all of
+them with `--again`: a second, independent pass, its auditors named `second-pass-...`; the report
+gives the two passes' agreement), kept or not and without saying which, with its caption, for an
+auditor who never sees the pipeline (the instructions the
 audits so far were made under: `bench/audit_instructions.md`); `--add-marks FILE
 --by NAME` adds their {"qa_id", "verdict", "note"} lines to the marks that ship in
 `bench/heldout_audit.jsonl` (`--marks` for another file, e.g. the sample's with `--sets sample`
@@ -39,6 +41,8 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 SETS = ("heldout", "heldout2")
+# Auditors of the second, independent blind pass (`--audit-sheet --again`) are named so.
+SECOND = "second-pass"
 LEDGER = BENCH / "heldout_ledger.jsonl.gz"
 MARKS = BENCH / "heldout_audit.jsonl"
 
@@ -90,7 +94,7 @@ def report(sets: list[str], marks_file: Path) -> None:
     from prove_assets.config import warehouse_location
     from prove_assets.core.construction.generation import facts_from_json
     from prove_assets.core.evaluation.scoring import question_type
-    from prove_assets.core.reports.audit import audit_report, latest_marks, pair_verdicts
+    from prove_assets.core.reports.audit import audit_agreement, audit_report, latest_marks, pair_verdicts
     from prove_assets.storage.parquet_warehouse import open_warehouse
 
     wh = open_warehouse(warehouse_location())
@@ -129,6 +133,13 @@ def report(sets: list[str], marks_file: Path) -> None:
         print(f"audited pairs kept now: {now['qa_id'].nunique()} of {len(kept)} kept")
         table = audit_report(now.assign(shard=name))
         print(table[table["scope"].isin(["all", "kind", "auditor"])].to_string(index=False))
+        # Two independent blind passes over the same pairs: how far the marks depend on the auditor.
+        passes = now.assign(audited_by=now["audited_by"].map(lambda a: a if a.startswith(SECOND) else "first pass"))
+        passes = passes.assign(audited_by=passes["audited_by"].str.replace(r"-auditor-\d+$", "", regex=True))
+        agreement = audit_agreement(passes)
+        if len(agreement):
+            print("agreement of the two blind passes on the kept pairs (Cohen's kappa, 95% bootstrap interval):")
+            print(agreement.round(2).to_string(index=False))
         # A pair counts once, with its most severe mark, as in the report above.
         gate = pair_verdicts(m[~m["verdict_now"].isin(["kept", "flagged"])])
         if len(gate):
