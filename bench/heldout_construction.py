@@ -6,8 +6,9 @@ these pairs, the audited error rates and each gate's catch of wrong pairs and lo
 
 The captions have no photos: each gets a blank placeholder image, since construction reads only
 the caption. The sets are `bench/heldout/` and `bench/heldout2/` (captions.jsonl each);
-`--sets dev` builds `bench/dev/`, development captions rules may be written from (its marks:
-`--marks bench/dev_audit.jsonl`). The recorded ledger holds the calls of all three.
+`--sets dev` builds `bench/dev/` (likewise dev2, dev3, dev4), development captions rules may be
+written from (its marks: `--marks bench/dev_audit.jsonl`). The recorded ledger holds the calls of
+all of them.
 
 Requests the recorded held-out ledger (`bench/heldout_ledger.jsonl.gz`) cannot answer go to the
 configured construction LLM (the embedded model by default), so run it with a DAGSTER_HOME of
