@@ -692,3 +692,10 @@ def test_a_text_target_quotes_the_caption_as_written() -> None:
                                                      value="open daily 9-5")])  # fmt: skip
     (text,) = candidate_targets(sg)["text"]
     assert [f.value for f in text.facts] == ["Open Daily 9-5"]
+
+
+def test_a_quoted_value_keeps_its_commas() -> None:
+    from prove_assets.core.construction.targets import _values
+
+    assert _values('"open, daily", red') == ['"open, daily"', "red"]
+    assert _values("red, white") == ["red", "white"]

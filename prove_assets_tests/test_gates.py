@@ -517,3 +517,27 @@ def test_colours_the_caption_gives_as_an_adverb_or_a_later_pattern_noun_count() 
 def test_the_x_of_a_y_brings_in_a_thing() -> None:
     doc = parsed("The yellow petals of a daisy lie on the table next to a rose whose dark red petals have fallen.")
     assert different_things(doc, "petal") is not None
+
+
+@needs_parser
+@pytest.mark.parametrize(
+    ("kind", "question"),
+    [
+        ("attribute", "What color is the scarf that is on the bench?"),  # a place no relation gives
+        ("count", "How many tickets are there in this envelope?"),
+    ],
+)
+def test_a_place_the_wording_adds_after_a_relative_verb_is_untrusted(kind: str, question: str) -> None:
+    doc = parsed("A woman in a red scarf holds three tickets. A bench stands by the door.")
+    facts = [attr("scarf", "color", "red")] if kind == "attribute" else [attr("tickets", "count", "three")]
+    pair = gate_pair(doc, ["woman", "scarf", "tickets", "bench", "door"], kind, facts, question, "Red.")
+    assert pair is not None and pair.verdict == "filtered_untrusted"
+
+
+def test_counting_by_a_position_or_asking_say_or_reads_is_unnatural() -> None:
+    facts = [attr("left mugs", "count", "two")]
+    pair = gate_pair(None, ["left mugs"], "count", facts, "How many left mugs are there?", "Two.")
+    assert pair is not None and pair.verdict == "filtered_unnatural"
+    text = [attr("sign", "text rendering", '"exit"')]
+    pair = gate_pair(None, ["sign"], "text", text, "What does the sign say or reads?", 'It says "exit".')
+    assert pair is not None and pair.verdict == "filtered_unnatural"

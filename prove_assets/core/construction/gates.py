@@ -66,7 +66,7 @@ _UNNATURAL = re.compile(
     r"|\bthings? (?:from|of|is|are) the\b(?! picture| photo| image)"
     r"|\bwhat part of (?:the|a|an) \w+(?: \w+)? is (?:this|that|it)\b"
     r"|\bhow (?:does|do) .* look like\b"
-    r"|\bsay or read\b"
+    r"|\bsays? or reads?\b"
     # "What does the seams look like?": a singular verb before a plural noun, or the reverse.
     r"|\b(?:does|is) the (?:\w+ )?\w+[^suina\W]s\b(?! of)|\bdo the \w*[^s\W] look\b"
     # "the front face of this picture": a part whose whole the wording dropped (a side or the
@@ -683,8 +683,9 @@ def disagreeing_wording(kind: str, facts: Sequence[SceneTuple], question: str) -
 
 # A place a question gives the thing it asks about ("the sign on the building").
 _PLACED = re.compile(
-    r"^ (?:on|in|at|by|near|under|over|above|below|behind|beside|against|inside|along|next to|in front of|"
-    r"on top of)(?: the| a| an)? ((?:\w+ )?\w+)"
+    # "the raincoat that is on the table", "How many pages are there in this book?"
+    r"^(?: that| which)?(?: is| are)?(?: there)? (?:on|in|at|by|near|under|over|above|below|behind|beside|against"
+    r"|inside|along|next to|in front of|on top of)(?: the| a| an)? ((?:\w+ )?\w+)"
 )
 _FRAME = {"picture", "scene", "image", "photo", "photograph", "frame", "background", "foreground", "distance"}
 _SIDES = {"left", "right", "top", "bottom", "middle", "center", "centre", "front", "back", "corner", "edge"}
@@ -775,6 +776,9 @@ def gate_pair(
         return GateVerdict("unnatural", f"the answer reads {_MADE_OF_ADJECTIVE.search(answer.lower())[0]!r}")
     if kind == "count" and any(_head(f.entity) in _UNITS for f in facts):
         return GateVerdict("unnatural", f"'{facts[0].entity}' is a unit of measure, not a thing to count")
+    # "How many left champagne flutes are there?": a position in the picture read as a name.
+    if kind == "count" and any(split_words(f.entity)[:1] and split_words(f.entity)[0] in _POSITION for f in facts):
+        return GateVerdict("unnatural", f"'{facts[0].entity}' counts things by a position, not a name")
     if kind in ("attribute", "describe") and _POSED_SUBJECT.search(question.lower()):
         return GateVerdict("unnatural", "the question names its subject by a pose in the scene")
     why = given_away(kind, facts, question) or trivial(kind, facts, parts or set())

@@ -345,9 +345,20 @@ def _attributes(sg: SceneGraph) -> list[SceneTuple]:
     out = []
     for entity, data in sg.sg_dict.items():
         for typ, values in (data.get("attributes") or {}).items():
-            for v in str(values).split(", "):
-                if v:
-                    out.append(SceneTuple("attribute", entity, attribute_type=typ, value=v))
+            for v in _values(str(values)):
+                out.append(SceneTuple("attribute", entity, attribute_type=typ, value=v))
+    return out
+
+
+def _values(joined: str) -> list[str]:
+    """The values a graph joins with ", ", a quotation whole ('"Tuesday, March 4"' is one text,
+    not '"Tuesday' and 'March 4"')."""
+    out: list[str] = []
+    for piece in joined.split(", "):
+        if out and out[-1].count('"') % 2:
+            out[-1] += ", " + piece
+        elif piece:
+            out.append(piece)
     return out
 
 
