@@ -814,7 +814,7 @@ def gate_pair(
             why = f"no sentence says the {f.entity} is {f.predicate} the {f.target}"
         # "The horse is raised on its back legs": a thing on its own part is a pose, not a place.
         if kind in PLACE_KINDS and f.kind == "relation" and (f.target, f.entity) in (parts or set()) and not why:
-            why = f"the {f.target} is part of the {f.entity}: '{f.predicate}' it tells a pose, not a place"
+            why = f"the {f.target} is part of the {f.entity}: '{f.predicate} its {f.target}' is a pose, not a place"
         if why:
             return GateVerdict("untrusted", why)
     why = unplaced_subject(caption_doc, kind, facts, question, neighbours or {})

@@ -351,8 +351,8 @@ def _attributes(sg: SceneGraph) -> list[SceneTuple]:
 
 
 def _values(joined: str) -> list[str]:
-    """The values a graph joins with ", ", a quotation whole ('"Tuesday, March 4"' is one text,
-    not '"Tuesday' and 'March 4"')."""
+    """The values a graph joins with ", ", a quotation whole ('"Open, daily"' is one text, not
+    '"Open' and 'daily"')."""
     out: list[str] = []
     for piece in joined.split(", "):
         if out and out[-1].count('"') % 2:
