@@ -135,8 +135,8 @@ def report(sets: list[str], marks_file: Path) -> None:
         table = audit_report(now.assign(shard=name))
         print(table[table["scope"].isin(["all", "kind", "auditor"])].to_string(index=False))
         # Two independent blind passes over the same pairs: how far the marks depend on the auditor.
-        passes = now.assign(audited_by=now["audited_by"].map(lambda a: a if a.startswith(SECOND) else "first pass"))
-        passes = passes.assign(audited_by=passes["audited_by"].str.replace(r"-auditor-\d+$", "", regex=True))
+        pass_of = now["audited_by"].map(lambda a: SECOND if a.startswith(SECOND) else "first pass")
+        passes = now.assign(audited_by=pass_of)
         agreement = audit_agreement(passes)
         if len(agreement):
             print("agreement of the two blind passes on the kept pairs (Cohen's kappa, 95% bootstrap interval):")

@@ -695,7 +695,7 @@ def test_a_text_target_quotes_the_caption_as_written() -> None:
 
 
 def test_a_quoted_value_keeps_its_commas() -> None:
-    from prove_assets.core.construction.targets import _values
+    from prove_assets.core.tuples import graph_values
 
-    assert _values('"open, daily", red') == ['"open, daily"', "red"]
-    assert _values("red, white") == ["red", "white"]
+    assert graph_values('"open, daily", red') == ['"open, daily"', "red"]
+    assert graph_values("red, white") == ["red", "white"]

@@ -127,6 +127,18 @@ def parse_tuples(payload: Any) -> list[SceneTuple]:
     return out
 
 
+def graph_values(joined: str) -> list[str]:
+    """The values `tuples_to_sg_dict` joins with ", ", a quotation whole ('"Open, daily"' is one
+    text, not '"Open' and 'daily"')."""
+    out: list[str] = []
+    for piece in joined.split(", "):
+        if out and out[-1].count('"') % 2:
+            out[-1] += ", " + piece
+        elif piece:
+            out.append(piece)
+    return out
+
+
 def tuples_to_sg_dict(tuples: list[SceneTuple]) -> dict[str, dict[str, Any]]:
     """Build the seed's `sg_dict`: {entity: {"attributes": {type: "v1, v2"},
     "relations_to": {target: {rel_type: [predicates]}}}}."""
@@ -139,7 +151,7 @@ def tuples_to_sg_dict(tuples: list[SceneTuple]) -> dict[str, dict[str, Any]]:
         node(t.entity)
         if t.kind == "attribute":
             attrs = node(t.entity)["attributes"]
-            values = [v for v in attrs.get(t.attribute_type, "").split(", ") if v]
+            values = graph_values(attrs.get(t.attribute_type, ""))
             if t.value not in values:
                 values.append(t.value)
             attrs[t.attribute_type] = ", ".join(values)

@@ -27,7 +27,7 @@ from prove_assets.core.construction.verify import COMPLEX_NODES
 from prove_assets.core.evaluation.strict import class_words
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.text import singular, split_words
-from prove_assets.core.tuples import SceneTuple
+from prove_assets.core.tuples import SceneTuple, graph_values
 
 # Attribute types a "what <type>" question can ask about, with the sentence the program returns.
 ATTRIBUTE_SENTENCES = {
@@ -345,20 +345,8 @@ def _attributes(sg: SceneGraph) -> list[SceneTuple]:
     out = []
     for entity, data in sg.sg_dict.items():
         for typ, values in (data.get("attributes") or {}).items():
-            for v in _values(str(values)):
+            for v in graph_values(str(values)):
                 out.append(SceneTuple("attribute", entity, attribute_type=typ, value=v))
-    return out
-
-
-def _values(joined: str) -> list[str]:
-    """The values a graph joins with ", ", a quotation whole ('"Open, daily"' is one text, not
-    '"Open' and 'daily"')."""
-    out: list[str] = []
-    for piece in joined.split(", "):
-        if out and out[-1].count('"') % 2:
-            out[-1] += ", " + piece
-        elif piece:
-            out.append(piece)
     return out
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from prove_assets.core.evaluation.scoring import Embedder
-from prove_assets.core.tuples import SceneTuple, parse_tuples
+from prove_assets.core.tuples import SceneTuple, graph_values, parse_tuples
 
 KINDS = ("entity", "attribute", "relation")
 
@@ -183,7 +183,7 @@ def aligned_gold_graph(caption: str, gold_tuples: Sequence[SceneTuple], extracte
         if g is None:
             continue
         for typ, values in (data.get("attributes") or {}).items():
-            for value in str(values).split(", "):
+            for value in graph_values(str(values)):
                 claim = SceneTuple("attribute", g, attribute_type=typ, value=value)
                 for fact in (
                     t for t in gold_tuples if t.kind == "attribute" and t.entity == g and t.attribute_type != typ
