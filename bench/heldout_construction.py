@@ -72,7 +72,7 @@ def prepare(home: Path, sets: list[str]) -> Path:
 
 def gives_away(kind: str, facts: list, question: str) -> list[str]:
     """Answer words the question already says: the values an attribute question asks for, and
-    the end of a relation a where / what-is / around / activity / multi-hop question asks for.
+    the end of a relation a where / around / activity / multi-hop question asks for.
     A "which things are X?" question names X, a yes/no question both ends and a comparison both
     things by design: those words are the names of what is asked about."""
     from prove_assets.core.construction.verify import fact_words, words
@@ -82,10 +82,8 @@ def gives_away(kind: str, facts: list, question: str) -> list[str]:
     for f in facts:
         if f.kind == "attribute" and kind not in ("which", "compare", "exists", "absent"):
             out |= fact_words(f) & said
-        elif f.kind == "relation" and kind in ("where", "what_is", "around", "activity", "multi_hop"):
-            end = f.entity if kind == "what_is" else f.target
-            asked = f.target if kind == "what_is" else f.entity
-            out |= (words(end or "") - words(asked or "")) & said
+        elif f.kind == "relation" and kind in ("where", "around", "activity", "multi_hop"):
+            out |= (words(f.target or "") - words(f.entity or "")) & said
     return sorted(out)
 
 

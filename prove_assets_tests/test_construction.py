@@ -180,7 +180,9 @@ def sandbox() -> Sandbox:
 
 
 def test_plan_covers_many_kinds_and_every_program_verifies_its_own_graph(sandbox: Sandbox) -> None:
-    sg = SceneGraph.from_tuples(CAPTION, TUPLES)
+    # A white sail as well as a white lighthouse: "Which things are white?" reads every node.
+    tuples = [*TUPLES, *parse_tuples({"attributes": [["sail", "color", "white"]]})]
+    sg = SceneGraph.from_tuples(CAPTION.replace("has a striped sail", "has a striped white sail"), tuples)
     targets = plan_targets(sg, 14, absent_vocabulary=("umbrella", "boat", "giraffe"))
     kinds = {t.kind for t in targets}
     assert len(kinds) >= 8, kinds

@@ -50,7 +50,6 @@ DESCRIBE_TYPES = ("color", "material", "shape", "pattern", "texture", "size", "s
 KINDS = (
     "attribute",
     "where",
-    "what_is",
     "describe",
     "multi_hop",
     "count",
@@ -70,7 +69,6 @@ ATTRIBUTE_QUESTIONS = {
     "shape": "Ask what shape the {entity} has.",
     "pattern": "Ask what pattern the {entity} has.",
     "texture": "Ask how the surface of the {entity} looks.",
-    "state": "Ask what the {entity} looks like.",
     "lighting": "Ask how the {entity} is lit.",
     "expression": "Ask what expression the {entity} has.",
 }
@@ -81,7 +79,6 @@ CONTEXT_KINDS = ("attribute", "describe", "text", "compare")
 INSTRUCTIONS = {
     "attribute": "Ask about the {type} of the {entity}.",
     "where": "Ask where the {entity} is.",
-    "what_is": "Ask which things are {predicate} the {target}.",
     "describe": "Ask the reader to describe the {entity}.",
     "multi_hop": 'Ask about the {type} of the thing the {entity} is {predicate}: call it "the thing the {entity} is '
     '{predicate}" and never say "{target}" in the question.',
@@ -211,22 +208,6 @@ def where_program(entity: str) -> str:
         "    if not places:\n"
         "        return 'unknown'\n"
         "    return 'The ' + entity + ' is ' + ' and '.join(places) + '.'\n"
-    )
-
-
-def what_is_program(target: str, relation_type: str, predicate: str) -> str:
-    return (
-        "def execute_command(scene_graph):\n"
-        f"    target, predicate = {target!r}, {predicate!r}\n"
-        "    things = []\n"
-        "    for source, rels in scene_graph.get_incoming_relations(target).items():\n"
-        f"        if predicate in rels.get({relation_type!r}, []):\n"
-        "            things.append('the ' + source)\n"
-        "    if not things:\n"
-        "        return 'unknown'\n"
-        "    verb = ' is ' if len(things) == 1 else ' are '\n"
-        "    names = ' and '.join(things)\n"
-        "    return names[0].upper() + names[1:] + verb + predicate + ' the ' + target + '.'\n"
     )
 
 
@@ -437,8 +418,6 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             expected = 1 + degree(subject, "out") + degree(subject, "in")
         elif kind in ("where", "multi_hop", "exists", "activity"):
             expected = 1 + degree(subject, "out")
-        elif kind == "what_is":
-            expected = 1 + degree(subject, "in")
         elif kind == "which":
             expected = len(sg.nodes)
         else:
@@ -470,7 +449,11 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
                 add("text", entity, cased, attribute_program(entity, typ), entity=entity)
             elif typ == "activity":
                 add("activity", entity, every, attribute_program(entity, typ), entity=entity)
-            elif typ in ATTRIBUTE_SENTENCES and typ != "size":
+            # A "state" is any value without a type ("final", "upright", "loose"): "What does X
+            # look like?" answered by one such word does not say what it looks like (the dev
+            # sets: 5 of 15 kept ones marked wrong or flawed); "Describe X" still asks it beside
+            # other types.
+            elif typ in ATTRIBUTE_SENTENCES and typ not in ("size", "state"):
                 add("attribute", entity, every, attribute_program(entity, typ), entity=entity, type=typ)
         described = [a for a in all_attrs if a.entity == entity and a.attribute_type in DESCRIBE_TYPES]
         if len({a.attribute_type for a in described}) >= 2 and len(described) <= 4:
@@ -481,20 +464,9 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
         every = [r for r in all_rels if r.entity == entity and r.relation_type == "spatial"]
         if 1 <= len(every) <= 3:
             add("where", entity, every, where_program(entity), entity=entity)
+    # No "Which things are on X?": it asks for every thing the caption places there, and the graph
+    # holds under half of a caption's relations (the dev3 first build: 6 of 13 such pairs wrong).
     for r in rels:
-        sources = [x for x in all_rels if x.target == r.target and x.predicate == r.predicate]
-        sources = [x for x in sources if x.relation_type == r.relation_type]
-        # Only places: "What are the parts of the sand?" asks nothing a person would, and a part
-        # read from "X of Y" is as often an amount or a cloud of dust (the dev audit: 6 of 11 bad).
-        if r.relation_type == "spatial" and len(sources) <= 4 and r == sources[0]:
-            add(
-                "what_is",
-                r.target or "",
-                sources,
-                what_is_program(r.target or "", r.relation_type or "spatial", r.predicate or ""),
-                predicate=r.predicate or "",
-                target=r.target or "",
-            )
         if r.relation_type == "spatial":
             add(
                 "exists",
@@ -570,7 +542,7 @@ def plan_targets(
     sg: SceneGraph,
     n: int,
     absent_vocabulary: Sequence[str] = (),
-    max_per_kind: int = 3,
+    max_per_kind: int = 4,
     complex_share: float = 0.35,
 ) -> list[Target]:
     """Up to `n` targets: first complex ones (programs visiting more than `COMPLEX_NODES` nodes)
