@@ -14,6 +14,7 @@ from prove_assets.core.construction.gates import (
     hedged_value,
     incomplete,
     introductions,
+    plural_with_a,
     trivial,
     unstated_name,
     untrusted_relation,
@@ -562,3 +563,21 @@ def test_counting_by_a_position_or_asking_say_or_reads_is_unnatural() -> None:
     text = [attr("sign", "text rendering", '"exit"')]
     pair = gate_pair(None, ["sign"], "text", text, "What does the sign say or reads?", 'It says "exit".')
     assert pair is not None and pair.verdict == "filtered_unnatural"
+
+
+@pytest.mark.parametrize(
+    ("entity", "text", "odd"),
+    [
+        ("rubber boots", "Is there a rubber boots by the door? Yes, there is a rubber boots by the door.", True),
+        ("tulips", "What color are the tulips? The tulips is yellow.", True),
+        ("tulips", "What color are the tulips? The tulips are yellow.", False),
+        # A singular verb after "of" agrees with the head before it.
+        ("tulips", "What color is the vase of the tulips? The vase of the tulips is blue.", False),
+        ("tulips", "What color is the thing behind the tulips? The thing behind the tulips is blue.", False),
+        ("rubber boots", "Are there rubber boots by the door? Yes, a pair of rubber boots.", False),
+        ("doormat", "Is there a doormat by the door? Yes, there is a doormat.", False),
+    ],
+)
+def test_a_plural_name_worded_as_one_thing_is_unnatural(entity: str, text: str, odd: bool) -> None:
+    why = plural_with_a([attr(entity, "color", "yellow")], text)
+    assert (why is not None) == odd, why

@@ -690,6 +690,54 @@ def disagreeing_wording(kind: str, facts: Sequence[SceneTuple], question: str) -
     return None
 
 
+_PREPOSITIONS = {
+    "of",
+    "on",
+    "in",
+    "at",
+    "by",
+    "near",
+    "under",
+    "over",
+    "above",
+    "below",
+    "behind",
+    "beside",
+    "between",
+    "with",
+    "from",
+    "to",
+    "for",
+    "against",
+    "inside",
+    "along",
+    "across",
+    "around",
+}
+
+
+def _plural_name(name: str) -> bool:
+    head = name.split()[-1] if name.split() else ""
+    return singular(head) != head and not head.endswith(("ss", "us", "is", "as"))
+
+
+def plural_with_a(facts: Sequence[SceneTuple], text: str) -> str | None:
+    """A plural name the graph gives, worded as one thing ("Is there a nitrile gloves on the
+    bench?") or with a singular verb ("The geraniums is red."; not after a preposition: "the
+    colour of the leaves is")."""
+    said = " ".join(split_words(text))
+    for f in facts:
+        name = " ".join(split_words(f.entity))
+        if not _plural_name(name):
+            continue
+        if re.search(rf"\b(?:a|an) {re.escape(name)}\b", said):
+            return f"'a {name}' words a plural as one thing"
+        for m in re.finditer(rf"(?:(\w+) )?\bthe {re.escape(name)} (?:is|was|has|does)\b", said):
+            if m[1] not in _PREPOSITIONS:  # "the thing above the reeds is": the verb is the thing's
+                return f"'the {name}' takes a singular verb"
+    return None
+
+
 # A place a question gives the thing it asks about ("the sign on the building").
 _PLACED = re.compile(
     # "the raincoat that is on the table", "How many pages are there in this book?"
@@ -766,6 +814,9 @@ def gate_pair(
     asked = re.search(r"\bis there (?:a|an) (\w+)\b", question.lower())
     if asked and singular(asked[1]) != asked[1] and not asked[1].endswith(("ss", "us", "is", "as")):
         return GateVerdict("unnatural", f"'a {asked[1]}' asks for one of a plural")
+    why = plural_with_a(facts, f"{question} {answer}")
+    if why:
+        return GateVerdict("unnatural", why)
     if kind == "absent":
         return None
     if _UNNATURAL.search(question.lower()):
