@@ -581,3 +581,23 @@ def test_counting_by_a_position_or_asking_say_or_reads_is_unnatural() -> None:
 def test_a_plural_name_worded_as_one_thing_is_unnatural(entity: str, text: str, odd: bool) -> None:
     why = plural_with_a([attr(entity, "color", "yellow")], text)
     assert (why is not None) == odd, why
+
+
+@needs_parser
+@pytest.mark.parametrize(
+    ("caption", "thing", "given", "left_out"),
+    [
+        # The colour a thing shades into is one of its colours (hand-written sentences).
+        ("The tulip petals are pale pink at the tips and deepen to a rich magenta near the base.",
+         "petals", "pale pink", "magenta"),
+        ("A pale gray sky fading to white near the hills hangs over the field.", "sky", "pale gray", "white"),
+        ("The sea is dark green, turning to turquoise over the sandbar.", "sea", "dark green", "turquoise"),
+        ("The curtain is yellow and shades into orange at its hem.", "curtain", "yellow", "orange"),
+        ("The curtain is yellow and hangs over an orange rug.", "curtain", "yellow", None),
+    ],
+)  # fmt: skip
+def test_a_colour_answer_must_give_the_colours_a_thing_shades_into(
+    caption: str, thing: str, given: str, left_out: str | None
+) -> None:
+    why = incomplete(parsed(caption), "attribute", [attr(thing, "color", given)], [thing, "rug", "field", "sandbar"])
+    assert (why is None) if left_out is None else (left_out in (why or ""))

@@ -238,11 +238,33 @@ def _modifiers_of(tok: Any) -> list[Any]:
     if tok.dep_ in ("nsubj", "nsubjpass"):
         mods += [c for c in tok.head.children if c.dep_ in ("acomp", "attr", "oprd", "dobj", "npadvmod")
                  and (tok.head.lemma_ == "be" or _colour_words(c.text))]  # fmt: skip
+    mods += _shaded_into(tok)
     mods += [c for m in mods for c in m.conjuncts]
     # "dark, narrow and oval": a grading word the parser hung on the next adjective; "a white
     # painted sill": a colour read as the adverb of a participle.
     mods += [c for m in mods for c in m.children if c.dep_ == "amod" or (c.dep_ == "advmod" and _colour_words(c.text))]
     return mods
+
+
+# Verbs by which a thing's colour passes into another ("petals deepening to orange").
+_SHADE_VERBS = {"fade", "deepen", "turn", "shade", "shift", "darken", "lighten", "pale", "grade", "blend", "change"}
+
+
+def _shaded_into(tok: Any) -> list[Any]:
+    """The colours a noun shades into ("a sky fading to white", "the petals are peach and deepen
+    to a rich orange", "the sea is green, turning to turquoise"): its own colours too."""
+    verbs = [c for c in tok.children if c.dep_ in ("acl", "relcl")]
+    if tok.dep_ in ("nsubj", "nsubjpass"):
+        verbs += [tok.head, *tok.head.conjuncts, *(c for c in tok.head.children if c.dep_ in ("advcl", "xcomp"))]
+    out = []
+    for verb in (v for v in verbs if v.lemma_ in _SHADE_VERBS):
+        for c in verb.children:
+            # "to white" is read as a preposition's object or as an infinitive's complement.
+            if c.dep_ == "prep" and c.lower_ in ("to", "into"):
+                out += [o for o in c.children if o.dep_ == "pobj" and _colour_words(o.text)]
+            elif c.dep_ in ("xcomp", "acomp", "oprd") and _colour_words(c.text):
+                out.append(c)
+    return out
 
 
 # Marks on a surface whose colour is the surface's too ("a red scarf with white stripes").
