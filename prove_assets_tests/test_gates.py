@@ -579,7 +579,8 @@ def test_counting_by_a_position_or_asking_say_or_reads_is_unnatural() -> None:
     ],
 )
 def test_a_plural_name_worded_as_one_thing_is_unnatural(entity: str, text: str, odd: bool) -> None:
-    why = plural_with_a([attr(entity, "color", "yellow")], text)
+    question, answer = text.split("? ", 1)
+    why = plural_with_a([attr(entity, "color", "yellow")], question + "?", answer)
     assert (why is not None) == odd, why
 
 

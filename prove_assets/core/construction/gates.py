@@ -712,45 +712,25 @@ def disagreeing_wording(kind: str, facts: Sequence[SceneTuple], question: str) -
     return None
 
 
-_PREPOSITIONS = {
-    "of",
-    "on",
-    "in",
-    "at",
-    "by",
-    "near",
-    "under",
-    "over",
-    "above",
-    "below",
-    "behind",
-    "beside",
-    "between",
-    "with",
-    "from",
-    "to",
-    "for",
-    "against",
-    "inside",
-    "along",
-    "across",
-    "around",
-}
+_PREPOSITIONS = {"of", "on", "in", "at", "by", "near", "under", "over", "above", "below", "behind", "beside",
+                 "between", "with", "from", "to", "for", "against", "inside", "along", "across", "around"}  # fmt: skip
 
 
-def _plural_name(name: str) -> bool:
-    head = name.split()[-1] if name.split() else ""
-    return singular(head) != head and not head.endswith(("ss", "us", "is", "as"))
+def _plural_word(word: str) -> bool:
+    return singular(word) != word and not word.endswith(("ss", "us", "is", "as"))
 
 
-def plural_with_a(facts: Sequence[SceneTuple], text: str) -> str | None:
-    """A plural name the graph gives, worded as one thing ("Is there a nitrile gloves on the
-    bench?") or with a singular verb ("The geraniums is red."; not after a preposition: "the
-    colour of the leaves is")."""
-    said = " ".join(split_words(text))
+def plural_with_a(facts: Sequence[SceneTuple], question: str, answer: str) -> str | None:
+    """A plural worded as one thing: asked with "a" ("Is there a scissors?"), a plural name the
+    graph gives with "a" ("Is there a nitrile gloves on the bench?") or with a singular verb
+    ("The geraniums is red."; not after a preposition: "the colour of the leaves is")."""
+    asked = re.search(r"\bis there (?:a|an) (\w+)\b", question.lower())
+    if asked and _plural_word(asked[1]):
+        return f"'a {asked[1]}' asks for one of a plural"
+    said = " ".join(split_words(f"{question} {answer}"))
     for f in facts:
         name = " ".join(split_words(f.entity))
-        if not _plural_name(name):
+        if not name or not _plural_word(name.split()[-1]):
             continue
         if re.search(rf"\b(?:a|an) {re.escape(name)}\b", said):
             return f"'a {name}' words a plural as one thing"
@@ -832,11 +812,8 @@ def gate_pair(
     """The first gate a verified planned pair fails, or None. `caption_doc` is the caption's
     spaCy parse (None without the parser: the grammar gates are then skipped); `neighbours`: the
     nodes each node is related to; `parts`: (part, whole) pairs of the graph."""
-    # "Is there a scissors?", "Is there a noodles under the broth?": a plural asked with "a".
-    asked = re.search(r"\bis there (?:a|an) (\w+)\b", question.lower())
-    if asked and singular(asked[1]) != asked[1] and not asked[1].endswith(("ss", "us", "is", "as")):
-        return GateVerdict("unnatural", f"'a {asked[1]}' asks for one of a plural")
-    why = plural_with_a(facts, f"{question} {answer}")
+    # "Is there a scissors?", "Is there a noodles under the broth?", "The geraniums is red."
+    why = plural_with_a(facts, question, answer)
     if why:
         return GateVerdict("unnatural", why)
     if kind == "absent":
