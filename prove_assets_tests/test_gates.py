@@ -14,7 +14,7 @@ from prove_assets.core.construction.gates import (
     hedged_value,
     incomplete,
     introductions,
-    plural_with_a,
+    plural_as_one,
     trivial,
     unstated_name,
     untrusted_relation,
@@ -580,7 +580,7 @@ def test_counting_by_a_position_or_asking_say_or_reads_is_unnatural() -> None:
 )
 def test_a_plural_name_worded_as_one_thing_is_unnatural(entity: str, text: str, odd: bool) -> None:
     question, answer = text.split("? ", 1)
-    why = plural_with_a([attr(entity, "color", "yellow")], question + "?", answer)
+    why = plural_as_one([attr(entity, "color", "yellow")], question + "?", answer)
     assert (why is not None) == odd, why
 
 

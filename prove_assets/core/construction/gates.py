@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prove_assets.core.construction.canonical import name_key, word_class
+from prove_assets.core.construction.parse_extract import NON_DESCRIPTIVE, SPATIAL
 from prove_assets.core.construction.verify import missing_facts, polarity
 from prove_assets.core.evaluation.strict import class_words
 from prove_assets.core.text import singular, split_words
@@ -274,8 +275,6 @@ _PATTERN_NOUNS = {"spot", "stripe", "dot", "fleck", "speck", "patch", "streak", 
 def _adjectives_of(doc: Any, head: str) -> set[str]:
     """The descriptive words the caption gives a noun: its modifiers less the nouns that name a
     kind of it ("compound"), position and relational words."""
-    from prove_assets.core.construction.parse_extract import NON_DESCRIPTIVE
-
     # A describing word in a compound or a phrase ("vertical oval pupils", "spikes tinged with
     # red") still describes; other nouns there name kinds and things.
     words = {t.text.lower() for t in _modifiers(doc, head)
@@ -712,15 +711,11 @@ def disagreeing_wording(kind: str, facts: Sequence[SceneTuple], question: str) -
     return None
 
 
-_PREPOSITIONS = {"of", "on", "in", "at", "by", "near", "under", "over", "above", "below", "behind", "beside",
-                 "between", "with", "from", "to", "for", "against", "inside", "along", "across", "around"}  # fmt: skip
-
-
 def _plural_word(word: str) -> bool:
     return singular(word) != word and not word.endswith(("ss", "us", "is", "as"))
 
 
-def plural_with_a(facts: Sequence[SceneTuple], question: str, answer: str) -> str | None:
+def plural_as_one(facts: Sequence[SceneTuple], question: str, answer: str) -> str | None:
     """A plural worded as one thing: asked with "a" ("Is there a scissors?"), a plural name the
     graph gives with "a" ("Is there a nitrile gloves on the bench?") or with a singular verb
     ("The geraniums is red."; not after a preposition: "the colour of the leaves is")."""
@@ -735,7 +730,7 @@ def plural_with_a(facts: Sequence[SceneTuple], question: str, answer: str) -> st
         if re.search(rf"\b(?:a|an) {re.escape(name)}\b", said):
             return f"'a {name}' words a plural as one thing"
         for m in re.finditer(rf"(?:(\w+) )?\bthe {re.escape(name)} (?:is|was|has|does)\b", said):
-            if m[1] not in _PREPOSITIONS:  # "the thing above the reeds is": the verb is the thing's
+            if m[1] not in (*SPATIAL, "of", "with", "from", "to", "for"):  # "the thing above the reeds is"
                 return f"'the {name}' takes a singular verb"
     return None
 
@@ -813,7 +808,7 @@ def gate_pair(
     spaCy parse (None without the parser: the grammar gates are then skipped); `neighbours`: the
     nodes each node is related to; `parts`: (part, whole) pairs of the graph."""
     # "Is there a scissors?", "Is there a noodles under the broth?", "The geraniums is red."
-    why = plural_with_a(facts, question, answer)
+    why = plural_as_one(facts, question, answer)
     if why:
         return GateVerdict("unnatural", why)
     if kind == "absent":
