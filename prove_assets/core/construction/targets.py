@@ -3,8 +3,8 @@
 A small model asked for "10-15 diverse QA pairs with programs" over a whole scene graph writes
 the same colour question over and over, with programs that call the wrong API (what survived:
 docs/construction.md). Here the scene graph is sampled into *targets*: a question kind
-(attribute, where, what-is-on, count, text, describe, compare, which-things-are-<colour>,
-multi-hop, yes/no existence, absent object, activity), the exact node names, and the facts the
+(attribute, where, count, text, describe, compare, which-things-are-<colour>, yes/no existence,
+absent object, activity, around), the exact node names, and the facts the
 answer must state. Each target's verification program is compiled from a template
 over the seed SceneGraph API, so it verifies by construction on the graph it was planned from;
 what is still checked is that the model's wording states the same facts. Facts are preferred
@@ -51,7 +51,6 @@ KINDS = (
     "attribute",
     "where",
     "describe",
-    "multi_hop",
     "count",
     "text",
     "compare",
@@ -80,8 +79,6 @@ INSTRUCTIONS = {
     "attribute": "Ask about the {type} of the {entity}.",
     "where": "Ask where the {entity} is.",
     "describe": "Ask the reader to describe the {entity}.",
-    "multi_hop": 'Ask about the {type} of the thing the {entity} is {predicate}: call it "the thing the {entity} is '
-    '{predicate}" and never say "{target}" in the question.',
     "count": "Ask how many {entity} there are.",
     "text": "Ask what the {entity} says or reads.",
     "compare": "Ask whether the {entity} and the {other} have the same {type}.",
@@ -220,19 +217,6 @@ def describe_program(entity: str) -> str:
         "    if not values:\n"
         "        return 'unknown'\n"
         "    return 'The ' + entity + ' is ' + ', '.join(values) + '.'\n"
-    )
-
-
-def multi_hop_program(entity: str, relation_type: str, predicate: str, attribute_type: str) -> str:
-    return (
-        "def execute_command(scene_graph):\n"
-        f"    entity, predicate = {entity!r}, {predicate!r}\n"
-        "    for target, rels in scene_graph.get_outgoing_relations(entity).items():\n"
-        f"        if predicate in rels.get({relation_type!r}, []):\n"
-        f"            value = scene_graph.get_attributes(target).get({attribute_type!r}, '')\n"
-        "            if value:\n"
-        "                return 'The ' + entity + ' is ' + predicate + ' the ' + target + ', which is ' + value + '.'\n"
-        "    return 'unknown'\n"
     )
 
 
@@ -416,7 +400,7 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             return
         if kind == "around":
             expected = 1 + degree(subject, "out") + degree(subject, "in")
-        elif kind in ("where", "multi_hop", "exists", "activity"):
+        elif kind in ("where", "exists", "activity"):
             expected = 1 + degree(subject, "out")
         elif kind == "which":
             expected = len(sg.nodes)
@@ -481,22 +465,6 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             every = [x for x in all_rels if x.entity == r.entity and x.relation_type == "action"]
             if every[0] == r and all(_ongoing(x.predicate or "") for x in every):
                 add("activity", r.entity, every, activity_program(r.entity), entity=r.entity)
-        for typ in ("color", "material"):
-            hop = [a for a in attrs if a.entity == r.target and a.attribute_type == typ]
-            # The program takes the first target with this predicate: only unique ones are asked.
-            same_pred = [x for x in all_rels if x.entity == r.entity and x.predicate == r.predicate]
-            if hop and len(same_pred) == 1 and r.relation_type == "spatial":
-                every = [a for a in all_attrs if a.entity == r.target and a.attribute_type == typ]
-                add(
-                    "multi_hop",
-                    r.entity,
-                    [r, *every],
-                    multi_hop_program(r.entity, "spatial", r.predicate or "", typ),
-                    entity=r.entity,
-                    predicate=r.predicate or "",
-                    type=typ,
-                    target=r.target or "",
-                )
     for entity in sg.nodes:
         near = [r for r in all_rels if entity in (r.entity, r.target) and r.relation_type in ("spatial", "part")]
         if 3 <= len(near) <= 5 and sum(check.states(r) for r in near) >= 3:
