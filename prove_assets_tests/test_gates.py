@@ -517,6 +517,9 @@ def test_a_part_is_given_to_the_whole_a_phrase_gives_it(part: str, whole: str, g
         # A description asked of a thing called by its pose; a "which" answered "visible".
         ("describe", "How would you describe the goats standing in this scene?", "They are white and small.", True),
         ("which", "Which of the things in this picture are visible?", "The moon and the kite are visible.", True),
+        # A place asked with its preposition left dangling.
+        ("where", "Where is the ladder propped against?", "The ladder is propped against a shed.", True),
+        ("where", "Where is the ladder propped?", "The ladder is propped against a shed.", False),
     ],
 )
 def test_wording_from_the_dev3_audit_is_unnatural(kind: str, question: str, answer: str, unnatural: bool) -> None:

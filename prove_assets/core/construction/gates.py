@@ -76,6 +76,9 @@ _UNNATURAL = re.compile(
     r"|background|foreground|rest|part|half|area|foot|end)\b)\w+ of (?:this|the) (?:picture|scene|image|photo)\b"
     # The wording model's answer leaked into its question ("What is it made of? A: ...").
     r"|\b(?:a|answer):"
+    # "Where is the bicycle leaning against?": a place asked with its preposition left dangling.
+    r"|^where\b.* (?:against|on|in|at|over|under|onto|into|behind|beside|near|inside|through|across|along|above"
+    r"|below|beneath|by|to|from|of|with)\?$"
 )
 # "made of wooden": a material's adjective where its noun belongs.
 _MADE_OF_ADJECTIVE = re.compile(
