@@ -248,17 +248,6 @@ def test_a_count_is_asked_only_of_a_thing_named_in_one_sentence() -> None:
     assert "count" not in [t.kind for t in plan_targets(one, 5)]  # "a single" is emphasis, not a count
 
 
-def test_a_thing_the_caption_comes_back_to_in_three_sentences_is_not_described() -> None:
-    # Hand-written captions: the kettle is named in one sentence, then in three.
-    tuples = parse_tuples({"attributes": [["kettle", "color", "red"], ["kettle", "material", "enamel"]]})
-    once = SceneGraph.from_tuples("A red enamel kettle sits on the stove.", tuples)
-    assert {"attribute", "describe"} <= {t.kind for t in plan_targets(once, 8)}
-    spread = SceneGraph.from_tuples(
-        "A red enamel kettle sits on the stove. Steam rises from the kettle. The kettle's lid is ajar.", tuples
-    )
-    assert not {"attribute", "describe"} & {t.kind for t in plan_targets(spread, 8)}
-
-
 def test_what_a_thing_is_doing_is_asked_only_of_an_ongoing_action() -> None:
     tuples = parse_tuples(
         {"relations": [["bridge", "action", "crosses", "river"], ["girl", "action", "is painting", "fence"]]}

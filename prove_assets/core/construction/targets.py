@@ -45,8 +45,6 @@ ATTRIBUTE_SENTENCES = {
     "text rendering": "The {entity} reads {value}.",
 }
 DESCRIBE_TYPES = ("color", "material", "shape", "pattern", "texture", "size", "state")
-# Sentences that name a thing, from which on its attributes are not asked (see candidate_targets).
-SPREAD_SENTENCES = 3
 # Kinds in the order a plan takes them (round robin), so every kind present in a graph is asked
 # before any kind is asked twice.
 KINDS = (
@@ -417,12 +415,6 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
 
     all_attrs = _attributes(sg)
     for entity, types in by_entity.items():
-        # A thing the caption comes back to in three or more sentences is described in pieces
-        # (or its name is several things': "the glass" of a window and of a tumbler), and the
-        # graph's values for it are often not all of them: on the dev sets' kept attribute and
-        # describe pairs, 9 of 27 such were marked wrong or flawed (a thing named in one or two
-        # sentences: 28 of 277). Its attributes and description are not asked.
-        spread = check.mentions(entity) >= SPREAD_SENTENCES
         for typ in types:
             # The program returns every value of the type: the answer must state all of them.
             every = [a for a in all_attrs if a.entity == entity and a.attribute_type == typ]
@@ -445,10 +437,10 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             # look like?" answered by one such word does not say what it looks like (the dev
             # sets: 5 of 15 kept ones marked wrong or flawed); "Describe X" still asks it beside
             # other types.
-            elif typ in ATTRIBUTE_SENTENCES and typ not in ("size", "state") and not spread:
+            elif typ in ATTRIBUTE_SENTENCES and typ not in ("size", "state"):
                 add("attribute", entity, every, attribute_program(entity, typ), entity=entity, type=typ)
         described = [a for a in all_attrs if a.entity == entity and a.attribute_type in DESCRIBE_TYPES]
-        if len({a.attribute_type for a in described}) >= 2 and len(described) <= 4 and not spread:
+        if len({a.attribute_type for a in described}) >= 2 and len(described) <= 4:
             add("describe", entity, described, describe_program(entity), entity=entity)
     all_rels = _relations(sg)
     spatial = [r for r in rels if r.relation_type == "spatial"]
