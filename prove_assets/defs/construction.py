@@ -155,8 +155,8 @@ def qa_candidates(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
 ) -> dg.MaterializeResult:
     """QA pairs with their verification programs. Targeted (default): the system samples targets
-    from the scene graph with quotas per question kind (attribute, where, describe,
-    count, text, compare, which, yes/no, activity, absent object, around), preferring facts the
+    from the scene graph with quotas per question kind (attribute, describe, count,
+    text, compare, which, yes/no, activity, absent object, around), preferring facts the
     caption states; each target's program is compiled from a template over the SceneGraph API
     and the LLM words the question and answer. Free (`PROVE_QA_GENERATOR=free`): the paper's
     generation, the LLM writes 10-15 pairs and their programs (supplement fig. 3)."""

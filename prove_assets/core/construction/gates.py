@@ -453,7 +453,7 @@ def _the_fact_sentence(doc: Any, fact: SceneTuple) -> tuple[Any, Any, Any] | Non
     return None
 
 
-# Kinds that ask or answer where a thing is ("Where is X?", "Is there an X in Y?").
+# Kinds that ask or answer where a thing is ("Is there an X in Y?", "What is around X?").
 PLACE_KINDS = ("around", "exists")
 
 

@@ -3,7 +3,7 @@
 A small model asked for "10-15 diverse QA pairs with programs" over a whole scene graph writes
 the same colour question over and over, with programs that call the wrong API (what survived:
 docs/construction.md). Here the scene graph is sampled into *targets*: a question kind
-(attribute, where, count, text, describe, compare, which-things-are-<colour>, yes/no existence,
+(attribute, count, text, describe, compare, which-things-are-<colour>, yes/no existence,
 absent object, activity, around), the exact node names, and the facts the
 answer must state. Each target's verification program is compiled from a template
 over the seed SceneGraph API, so it verifies by construction on the graph it was planned from;
