@@ -831,12 +831,12 @@ def not_its_place(doc: Any, kind: str, fact: SceneTuple) -> str | None:
     stated = _the_fact_sentence(doc, fact)
     if stated is None:
         return None
-    source, pred, obj = stated
-    governor = pred.head if pred.dep_ in ("prep", "agent") else pred
+    _, pred, obj = stated
     if pred.dep_ in ("prep", "pcomp") and pred.head.lower_ == "from":
         return f"'from {pred.text}' is where it is seen from"
-    if pred.dep_ == "prep" and governor.pos_ == "ADJ" and governor.lower_ not in _NO_DESCRIPTION:
-        return f"'{governor.text} {pred.text} the {obj.text}' says where it is {governor.text}, not where it is"
+    said_of = pred.head  # what a prepositional phrase hangs on
+    if pred.dep_ == "prep" and said_of.pos_ == "ADJ" and said_of.lower_ not in _NO_DESCRIPTION:
+        return f"'{said_of.text} {pred.text} the {obj.text}' says where it is {said_of.text}, not where it is"
     if obj.head.pos_ == "ADP" and obj.head.i > pred.i and obj.head.lower_ not in (*words, "of"):
         return f"the {obj.text} follows '{obj.head.text}', not '{fact.predicate}'"
     return None
