@@ -164,7 +164,8 @@ def audit_sheet(sets: list[str], path: Path, marks: Path, again: bool = False) -
 
     wh = open_warehouse(warehouse_location())
     qa = wh.read("verified_qa").merge(wh.read("images")[["image_id", "caption"]], on="image_id")
-    qa = qa[qa["verdict"].isin(GATED) & qa["shard"].isin([f"{s}-000" for s in sets])]
+    # A target gated before it was worded (PROVE_QA_WORD_GATED=0) has no pair to judge.
+    qa = qa[qa["verdict"].isin(GATED) & qa["shard"].isin([f"{s}-000" for s in sets]) & qa["question"].notna()]
     # A mark holds for the wording it judged: a pair re-worded since (same qa_id) is audited again.
     done = read_marks(marks) if marks.exists() else None
     marked = set(zip(done["qa_id"], done["question"], done["answer"], strict=True)) if done is not None else set()
@@ -226,6 +227,9 @@ def main() -> None:
     parser.add_argument("--by", default="auditor", help="with --add-marks: who marked")
     parser.add_argument("--marks", type=Path, default=MARKS, help=f"the marks file (default {MARKS.name})")
     args = parser.parse_args()
+    # Every target worded, so an audit judges every gate (the gate table's catch and loss); a
+    # user's run skips the wording of targets a gate drops first (`PROVE_QA_WORD_GATED=0`).
+    os.environ.setdefault("PROVE_QA_WORD_GATED", "1")
     build = not (args.report or args.export_ledger or args.audit_sheet or args.add_marks)
     home = Path(os.environ.get("DAGSTER_HOME", "")).resolve()
     if build and (not os.environ.get("DAGSTER_HOME") or home == (BENCH.parent / "dagster_home").resolve()):

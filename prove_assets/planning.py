@@ -251,8 +251,8 @@ class Planner:
 
         graphs = self.wh.read("scene_graphs", {"shard": shard})
         if stable and len(graphs):
-            inputs = qa_generation_inputs(graphs, self.settings)
-            self.dry_run("qa_candidates", shard, [r for _, _, reqs in inputs for r in reqs])
+            plans = qa_generation_inputs(graphs, self.settings)
+            self.dry_run("qa_candidates", shard, [r for plan in plans for r in plan.requests])
         else:
             why = "scene graphs not built yet" if stable else "scene graphs will change first"
             self.estimated("qa_candidates", shard, "generate_qa", len(ok_images), f"{why}: one request per image")

@@ -114,6 +114,10 @@ class Settings:
         "or `free` (the paper's: the LLM writes pairs and programs)",
     )  # fmt: skip
     qa_targets: int = env("PROVE_QA_TARGETS", 24, "targets planned per image (`targeted`; the gates drop some)", int)
+    qa_word_gated: bool = env(
+        "PROVE_QA_WORD_GATED", False, "word the targets a gate drops before wording too (a request each), so an "
+        "audit can judge those gates: they then drop the pairs after verification", _flag, "`0`",
+    )  # fmt: skip
     qa_min: int = env("PROVE_QA_MIN", 10, "pairs asked for per image (`free`)", int)
     qa_max: int = env("PROVE_QA_MAX", 15, "at most this many pairs per image (`free`)", int)
     qa_filter: str | None = env(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
+from prove_assets.core.construction.gates import GateVerdict
 from prove_assets.core.construction.generation import parse_pair, target_text, targeted_rows
 from prove_assets.core.construction.parse_extract import (
     anchor,
@@ -332,11 +333,49 @@ def test_wording_parser_and_rows_keep_every_target() -> None:
         (None, "c1", "malformed JSON after one repair"),
         (pair, "c2", None),
         (None, None, None),
+        None,
     ]
-    rows = targeted_rows("img", targets, worded)
-    assert len(rows) == 4 and rows[0]["error"] is None and rows[0]["generator"] == "targeted"
+    gated = [None, None, None, None, GateVerdict("untrusted", "no sentence says so")]
+    rows = targeted_rows("img", [*targets, targets[0]], worded, gated)
+    assert len(rows) == 5 and rows[0]["error"] is None and rows[0]["generator"] == "targeted"
     assert rows[1]["qa_id"] == "img-t1-failed" and "malformed" in rows[1]["error"]
     assert rows[2]["error"] == "same question as an earlier target" and rows[3]["error"]
+    # A target a gate dropped before wording: a row with the gate's verdict, no question, no call.
+    assert rows[4]["qa_id"] == "img-t4-gated" and rows[4]["question"] is None and rows[4]["call_id"] is None
+    assert rows[4]["gate_verdict"] == "filtered_untrusted"
+    assert rows[4]["gate_reason"] == "gate untrusted: no sentence says so"
+    assert rows[4]["error"] is None and all(r["gate_verdict"] is None for r in rows[:4])
+
+
+@needs_parser
+def test_a_target_the_gates_doom_is_not_worded_but_kept_as_a_row() -> None:
+    import dataclasses
+
+    import pandas as pd
+
+    from prove_assets.core.construction import stages
+    from prove_assets.core.requests import LLMResult
+    from prove_assets.settings import Settings
+
+    caption = "A woman in a green raincoat waits beside a red bicycle. A bowl with a red band sits on a white shelf."
+    sg = SceneGraph.from_tuples(caption, parse_tuples_from_text(caption))
+    graphs = pd.DataFrame([{"image_id": "img", "scene_graph": sg.to_json(), "error": None}])
+    settings = Settings.from_env()
+    (plan,) = stages.qa_generation_inputs(graphs, dataclasses.replace(settings, qa_word_gated=False))
+    doomed = [v for v in plan.gated if v is not None]
+    # "waits" is a verb of this caption, not a thing: its targets are never worded.
+    assert doomed and all("verb" in v.reason for v in doomed)
+    assert len(plan.requests) == len(plan.targets) - len(doomed)
+    (audited,) = stages.qa_generation_inputs(graphs, dataclasses.replace(settings, qa_word_gated=True))
+    assert len(audited.requests) == len(audited.targets) == len(plan.targets)
+    worded = [LLMResult(f"c{i}", None, {"question": f"Q{i}?", "answer": "A."}) for i in range(len(plan.requests))]
+    cands = stages.candidate_rows([plan], worded, "targeted")
+    gated = cands[cands["gate_verdict"].notna()]
+    assert len(gated) == len(doomed) and gated["question"].isna().all() and gated["call_id"].isna().all()
+    assert gated["qa_id"].str.endswith("-gated").all() and cands["error"].isna().all()
+    rows = stages.gated_rows(cands)
+    assert [r["verdict"] for r in rows] == ["filtered_untrusted"] * len(doomed)
+    assert all(r["reason"].startswith("gate untrusted: ") and r["question"] is None for r in rows)
 
 
 # --- the gold check -----------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from prove_assets.core.construction.gates import (
     ambiguous_name,
     clarity_as_colour,
     different_things,
-    gate_pair,
     gate_rows,
     given_away,
     hedged_value,
@@ -17,10 +16,12 @@ from prove_assets.core.construction.gates import (
     introductions,
     not_its_place,
     plural_as_one,
+    target_gate,
     trivial,
     unstated_name,
     untrusted_relation,
     verb_name,
+    wording_gate,
 )
 from prove_assets.core.construction.parse_extract import available, parsed
 from prove_assets.core.scene_graph import SceneGraph
@@ -139,13 +140,14 @@ def test_a_colour_list_must_name_every_thing_the_caption_gives_that_colour(
 
 
 @needs_parser
-def test_gate_pair_names_the_first_gate_and_passes_a_plain_pair() -> None:
+def test_the_gates_name_the_first_failure_and_pass_a_plain_pair() -> None:
     doc = parsed("A red cup sits on a wooden table. A cat sleeps under the table.")
     nodes = ["cup", "table", "cat"]
-    plain = gate_pair(doc, nodes, "exists", [rel("cup", "on", "table")], "Is there a cup on the table?", "Yes.")
-    assert plain is None
-    unnatural = gate_pair(doc, nodes, "attribute", [attr("cat", "state", "asleep")], "What is the state of the cat?",
-                          "The cat is asleep.")  # fmt: skip
+    facts = [rel("cup", "on", "table")]
+    assert target_gate(doc, nodes, "exists", facts) is None
+    assert wording_gate(doc, nodes, "exists", facts, "Is there a cup on the table?", "Yes.") is None
+    unnatural = wording_gate(doc, nodes, "attribute", [attr("cat", "state", "asleep")], "What is the state of the cat?",
+                             "The cat is asleep.")  # fmt: skip
     assert unnatural is not None and unnatural.verdict == "filtered_unnatural"
 
 
@@ -153,18 +155,18 @@ def test_gate_pair_names_the_first_gate_and_passes_a_plain_pair() -> None:
 def test_gate_rows_marks_failing_rows_and_returns_the_rest() -> None:
     caption = "A woman in a green raincoat waits beside a red bicycle."
     rows = [
-        {"image_id": "i", "kind": "exists", "verdict": "ok", "question": "Is there a woman in the raincoat?",
-         "answer": "Yes, there is a woman in the raincoat.", "reason": None},
+        {"image_id": "i", "kind": "attribute", "verdict": "ok", "question": "What is the state of the woman?",
+         "answer": "The woman is waiting.", "reason": None},
         {"image_id": "i", "kind": "attribute", "verdict": "ok", "question": "What color is the bicycle?",
          "answer": "The bicycle is red.", "reason": None},
         {"image_id": "i", "kind": "attribute", "verdict": "answer_mismatch", "question": "x", "answer": "y",
          "reason": "no"},
     ]  # fmt: skip
-    facts = [[rel("woman", "in", "raincoat")], [attr("bicycle", "color", "red")], None]
+    facts = [[attr("woman", "state", "waiting")], [attr("bicycle", "color", "red")], None]
     graph = SceneGraph.from_tuples(caption, [*facts[0], *facts[1]])
     still = gate_rows(rows, facts, {"i": graph}, parsed)
     assert still == [1]
-    assert rows[0]["verdict"] == "filtered_untrusted" and rows[0]["reason"].startswith("gate untrusted: ")
+    assert rows[0]["verdict"] == "filtered_unnatural" and rows[0]["reason"].startswith("gate unnatural: ")
     assert rows[2]["verdict"] == "answer_mismatch"
 
 
@@ -184,8 +186,7 @@ def test_a_name_the_caption_uses_only_as_a_verb_is_no_thing() -> None:
 def test_several_things_of_a_bare_name_and_colours_the_tagger_misreads() -> None:
     doc = parsed("Three lamps on poles glow yellow. A thin white pole rises on the left tower.")
     nodes = ["pole", "lamps", "tower"]
-    pair = gate_pair(doc, nodes, "attribute", [attr("pole", "color", "white")], "What color is the pole?",
-                     "The pole is white.")  # fmt: skip
+    pair = target_gate(doc, nodes, "attribute", [attr("pole", "color", "white")])
     assert pair is not None and pair.verdict == "filtered_ambiguous"
     doc = parsed("A vase stands against a background of teal and deep green leaves.")
     assert "teal" in (incomplete(doc, "attribute", [attr("leaves", "color", "deep green")], ["vase", "leaves"]) or "")
@@ -198,8 +199,7 @@ def test_one_name_brought_in_for_two_things_is_ambiguous() -> None:
     assert different_things(doc, "lamp") is not None
     doc = parsed("A wide puddle lies by the curb. Farther on, a shallow puddle reflects the sign.")
     assert different_things(doc, "puddle") is not None
-    pair = gate_pair(doc, ["puddle", "curb", "sign"], "describe", [attr("puddle", "size", "wide")],
-                     "How would you describe the puddle?", "The puddle is wide and shallow.")  # fmt: skip
+    pair = target_gate(doc, ["puddle", "curb", "sign"], "describe", [attr("puddle", "size", "wide")])
     assert pair is not None and pair.verdict == "filtered_ambiguous" and "two different puddles" in pair.reason
     # The same thing told again: a bare first mention and a described one, or pointed back to.
     doc = parsed("A boy holds a kite. The kite is a bright yellow kite with a long tail.")
@@ -210,8 +210,10 @@ def test_one_name_brought_in_for_two_things_is_ambiguous() -> None:
     assert len(introductions(doc, "fern")) == 1  # "fern-covered" brings in no fern
     # A name that says which one is left to `ambiguous_name`.
     doc = parsed("Two brass lamps stand on the desk. A green lamp hangs above the door.")
-    assert gate_pair(doc, ["green lamp", "brass lamps", "door"], "attribute", [attr("green lamp", "color", "green")],
-                     "What color is the lamp above the door?", "The lamp is green.") is None  # fmt: skip
+    nodes, facts = ["green lamp", "brass lamps", "door"], [attr("green lamp", "color", "green")]
+    assert target_gate(doc, nodes, "attribute", facts) is None
+    question = "What color is the lamp above the door?"
+    assert wording_gate(doc, nodes, "attribute", facts, question, "The lamp is green.") is None
 
 
 @needs_parser
@@ -233,8 +235,8 @@ def test_a_relation_to_a_later_list_item_or_a_broken_idiom_is_untrusted() -> Non
 
 
 def test_asking_what_a_thing_says_or_reads_is_unnatural() -> None:
-    pair = gate_pair(None, ["sign"], "text", [SceneTuple("attribute", "sign", attribute_type="text", value='"exit"')],
-                     "What does the sign say or read?", 'The sign says "exit".')  # fmt: skip
+    facts = [SceneTuple("attribute", "sign", attribute_type="text", value='"exit"')]
+    pair = wording_gate(None, ["sign"], "text", facts, "What does the sign say or read?", 'The sign says "exit".')
     assert pair is not None and pair.verdict == "filtered_unnatural"
 
 
@@ -252,8 +254,8 @@ def test_asking_what_a_thing_says_or_reads_is_unnatural() -> None:
     ],
 )
 def test_wording_a_person_would_not_use_is_unnatural(kind: str, question: str, unnatural: bool) -> None:
-    pair = gate_pair(None, ["ropes", "kettle", "glass", "canvas", "mittens", "pebbles", "rug"], kind,
-                     [attr("rug", "color", "red")], question, "It is red.")  # fmt: skip
+    pair = wording_gate(None, ["ropes", "kettle", "glass", "canvas", "mittens", "pebbles", "rug"], kind,
+                        [attr("rug", "color", "red")], question, "It is red.")  # fmt: skip
     assert (pair is not None and pair.verdict == "filtered_unnatural") == unnatural
 
 
@@ -430,10 +432,10 @@ def test_an_s_word_the_tagger_made_the_object_of_a_bare_verb_is_no_thing() -> No
 
 
 def test_a_plural_only_word_asked_with_a_is_unnatural() -> None:
-    assert gate_pair(None, [], "absent", [], "Is there a tweezers in the picture?", "No.").verdict == (
+    assert wording_gate(None, [], "absent", [], "Is there a tweezers in the picture?", "No.").verdict == (
         "filtered_unnatural"
     )
-    assert gate_pair(None, [], "absent", [], "Is there a kite in the picture?", "No, there is no kite.") is None
+    assert wording_gate(None, [], "absent", [], "Is there a kite in the picture?", "No, there is no kite.") is None
 
 
 @needs_parser
@@ -520,14 +522,14 @@ def test_a_part_is_given_to_the_whole_a_phrase_gives_it(part: str, whole: str, g
 )
 def test_wording_from_the_dev3_audit_is_unnatural(kind: str, question: str, answer: str, unnatural: bool) -> None:
     facts = [attr("crate", "material", "wood")]
-    pair = gate_pair(None, ["crate", "goats", "lid"], kind, facts, question, answer)
+    pair = wording_gate(None, ["crate", "goats", "lid"], kind, facts, question, answer)
     assert (pair is not None and pair.verdict == "filtered_unnatural") == unnatural
 
 
 def test_a_unit_of_measure_is_not_counted() -> None:
-    pair = gate_pair(None, ["boy"], "count", [attr("years", "count", "nine")], "How many years are there?", "Nine.")
+    pair = target_gate(None, ["boy"], "count", [attr("years", "count", "nine")])
     assert pair is not None and pair.verdict == "filtered_unnatural"
-    assert gate_pair(None, ["kites"], "count", [attr("kites", "count", "nine")], "How many kites?", "Nine.") is None
+    assert target_gate(None, ["kites"], "count", [attr("kites", "count", "nine")]) is None
 
 
 @needs_parser
@@ -568,8 +570,7 @@ def test_a_thing_on_its_own_part_is_a_pose_not_a_place() -> None:
     doc = parsed("The dog is balanced on its hind legs beside a gate.")
     facts = [rel("dog", "balanced on", "hind legs")]
     parts = {("hind legs", "dog")}
-    pair = gate_pair(doc, ["dog", "hind legs", "gate"], "exists", facts, "Is there a dog balanced on its hind legs?",
-                     "Yes.", {"dog": {"hind legs", "gate"}}, parts)  # fmt: skip
+    pair = target_gate(doc, ["dog", "hind legs", "gate"], "exists", facts, parts)
     assert pair is not None and "pose" in pair.reason
 
 
@@ -577,9 +578,9 @@ def test_a_thing_on_its_own_part_is_a_pose_not_a_place() -> None:
 def test_a_place_no_sentence_states_is_untrusted() -> None:
     doc = parsed("A cat sleeps on a rug. A lamp stands by the window.")
     nodes = ["cat", "rug", "lamp", "window"]
-    pair = gate_pair(doc, nodes, "exists", [rel("cat", "by", "window")], "Is there a cat by the window?", "Yes.")
+    pair = target_gate(doc, nodes, "exists", [rel("cat", "by", "window")])
     assert pair is not None and pair.verdict == "filtered_untrusted"
-    assert gate_pair(doc, nodes, "exists", [rel("cat", "on", "rug")], "Is there a cat on the rug?", "Yes.") is None
+    assert target_gate(doc, nodes, "exists", [rel("cat", "on", "rug")]) is None
 
 
 @needs_parser
@@ -607,16 +608,16 @@ def test_the_x_of_a_y_brings_in_a_thing() -> None:
 def test_a_place_the_wording_adds_after_a_relative_verb_is_untrusted(kind: str, question: str) -> None:
     doc = parsed("A woman in a red scarf holds three tickets. A bench stands by the door.")
     facts = [attr("scarf", "color", "red")] if kind == "attribute" else [attr("tickets", "count", "three")]
-    pair = gate_pair(doc, ["woman", "scarf", "tickets", "bench", "door"], kind, facts, question, "Red.")
+    pair = wording_gate(doc, ["woman", "scarf", "tickets", "bench", "door"], kind, facts, question, "Red.")
     assert pair is not None and pair.verdict == "filtered_untrusted"
 
 
 def test_counting_by_a_position_or_asking_say_or_reads_is_unnatural() -> None:
     facts = [attr("left mugs", "count", "two")]
-    pair = gate_pair(None, ["left mugs"], "count", facts, "How many left mugs are there?", "Two.")
+    pair = target_gate(None, ["left mugs"], "count", facts)
     assert pair is not None and pair.verdict == "filtered_unnatural"
     text = [attr("sign", "text rendering", '"exit"')]
-    pair = gate_pair(None, ["sign"], "text", text, "What does the sign say or reads?", 'It says "exit".')
+    pair = wording_gate(None, ["sign"], "text", text, "What does the sign say or reads?", 'It says "exit".')
     assert pair is not None and pair.verdict == "filtered_unnatural"
 
 

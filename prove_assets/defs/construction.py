@@ -11,7 +11,7 @@ from prove_assets.config import datasets_file
 from prove_assets.core.construction import stages
 from prove_assets.core.construction.canonical import canonical_version
 from prove_assets.core.construction.extraction import caption_chunk_inputs, extract_tuple_rows, tuples_request
-from prove_assets.core.construction.generation import construction_version, facts_from_json
+from prove_assets.core.construction.generation import CANDIDATE_COLUMNS, construction_version, facts_from_json
 from prove_assets.core.construction.parse_extract import parser_version
 from prove_assets.core.construction.verify import COMPLEX_NODES, verdict_table
 from prove_assets.core.datasets import image_rows, load_registry, parse_shard_key
@@ -145,6 +145,7 @@ def scene_graphs(context: dg.AssetExecutionContext, warehouse: WarehouseResource
         ["generate_qa", "word_qa"],
         generator=SETTINGS.qa_generator,
         targets=SETTINGS.qa_targets,
+        word_gated=SETTINGS.qa_word_gated,
         qa_min=SETTINGS.qa_min,
         qa_max=SETTINGS.qa_max,
         planner=construction_version(),
@@ -161,11 +162,11 @@ def qa_candidates(
     and the LLM words the question and answer. Free (`PROVE_QA_GENERATOR=free`): the paper's
     generation, the LLM writes 10-15 pairs and their programs (supplement fig. 3)."""
     wh = warehouse.get()
-    inputs = stages.qa_generation_inputs(wh.read("scene_graphs", {"shard": context.partition_key}), SETTINGS)
+    plans = stages.qa_generation_inputs(wh.read("scene_graphs", {"shard": context.partition_key}), SETTINGS)
     with llm.ask(wh, context) as ask:
-        results = ask([r for _, _, reqs in inputs for r in reqs], "requests")
-    df = stages.candidate_rows(inputs, results, SETTINGS.qa_generator)
-    ok = df[df["error"].isna()]
+        results = ask([r for plan in plans for r in plan.requests], "requests")
+    df = stages.candidate_rows(plans, results, SETTINGS.qa_generator)
+    ok = df[df["error"].isna() & df["gate_verdict"].isna()]
     return write_partition(
         context,
         wh,
@@ -176,6 +177,7 @@ def qa_candidates(
             "generator": dg.MetadataValue.text(SETTINGS.qa_generator),
             "pairs_by_kind": dg.MetadataValue.json({str(k): int(v) for k, v in ok["kind"].value_counts().items()}),
             "failed": dg.MetadataValue.int(int(df["error"].notna().sum())),
+            "gated_before_wording": dg.MetadataValue.int(int(df["gate_verdict"].notna().sum())),
             **ask.counts(),
         },
     )
@@ -237,8 +239,8 @@ def verified_qa(
     and complex. The benchmark is the rows with verdict `kept`."""
     wh = warehouse.get()
     shard = {"shard": context.partition_key}
-    cands = wh.read("qa_candidates", shard)
-    candidates = cands[cands["error"].isna()].to_dict("records") if len(cands) else []
+    cands = wh.read("qa_candidates", shard).reindex(columns=CANDIDATE_COLUMNS)
+    candidates = cands[cands["error"].isna() & cands["gate_verdict"].isna()].to_dict("records")
     graphs = {g.image_id: g.scene_graph for g in wh.read("scene_graphs", shard).itertuples()}
     facts = [facts_from_json(c.get("facts")) for c in candidates]
     embedder = embeddings.get()
@@ -249,7 +251,7 @@ def verified_qa(
         context.log.info(f"verified {len(rows)} pairs; {repairs} repair requests, {rerun} repaired pairs re-run")
         caption_tuples = wh.read("caption_tuples", shard)
         stages.gate_verified(rows, facts, graphs, caption_tuples, embedder, ask, SETTINGS.qa_round_trip)
-        df = stages.post_filter(rows, SETTINGS.qa_filter_mode, ask)
+        df = stages.post_filter(rows + stages.gated_rows(cands), SETTINGS.qa_filter_mode, ask)
     df = stages.apply_flags(df, active_flags(wh, context.partition_key))
     kept = df[df["verdict"] == "kept"]
     return write_partition(

@@ -857,55 +857,33 @@ def clarity_as_colour(doc: Any, fact: SceneTuple) -> str | None:
     return None
 
 
-def gate_pair(
+def target_gate(
     caption_doc: Any,
     nodes: Sequence[str],
     kind: str,
     facts: Sequence[SceneTuple],
-    question: str,
-    answer: str,
-    neighbours: dict[str, set[str]] | None = None,
     parts: set[tuple[str, str]] | None = None,
 ) -> GateVerdict | None:
-    """The first gate a verified planned pair fails, or None. `caption_doc` is the caption's
-    spaCy parse (None without the parser: the grammar gates are then skipped); `neighbours`: the
-    nodes each node is related to; `parts`: (part, whole) pairs of the graph."""
-    # "Is there a scissors?", "Is there a noodles under the broth?", "The geraniums is red."
-    why = plural_as_one(facts, question, answer)
-    if why:
-        return GateVerdict("unnatural", why)
+    """The first gate a planned target fails before it is worded, or None: the checks that read
+    only its facts, the caption and the graph (an unmeasurable count, a trivial question, a name
+    or relation the caption's grammar does not support, an incomplete answer), so a target they
+    doom costs no wording request. `caption_doc` is the caption's spaCy parse (None without the
+    parser: the grammar gates are then skipped); `parts`: (part, whole) pairs of the graph."""
     if kind == "absent":
         return None
-    if _UNNATURAL.search(question.lower()):
-        return GateVerdict("unnatural", f"the question reads {_UNNATURAL.search(question.lower())[0]!r}")
-    if kind == "describe" and _WHAT_NOT_HOW.match(question.lower().strip()):
-        return GateVerdict("unnatural", "a description asked as what the thing is, not what it is like")
-    why = disagreeing_wording(kind, facts, question)
-    if why:
-        return GateVerdict("unnatural", why)
-    for name in _names_asked(kind, facts):
-        why = ambiguous_name(name, nodes, f"{question} {answer}", neighbours)
-        if why:
-            return GateVerdict("ambiguous", why)
-    if kind in ("attribute", "describe", "which") and set(_words(answer)) & _NO_DESCRIPTION:
-        return GateVerdict("unnatural", "the answer says the thing is there, not what it is like")
-    if _MADE_OF_ADJECTIVE.search(answer.lower()):
-        return GateVerdict("unnatural", f"the answer reads {_MADE_OF_ADJECTIVE.search(answer.lower())[0]!r}")
     if kind == "count" and any(_head(f.entity) in _UNITS for f in facts):
         return GateVerdict("unnatural", f"'{facts[0].entity}' is a unit of measure, not a thing to count")
     # "How many left champagne flutes are there?": a position in the picture read as a name.
     if kind == "count" and any(split_words(f.entity)[:1] and split_words(f.entity)[0] in _POSITION for f in facts):
         return GateVerdict("unnatural", f"'{facts[0].entity}' counts things by a position, not a name")
-    if kind in ("attribute", "describe") and _POSED_SUBJECT.search(question.lower()):
-        return GateVerdict("unnatural", "the question names its subject by a pose in the scene")
-    why = given_away(kind, facts, question) or trivial(kind, facts, parts or set())
+    why = trivial(kind, facts, parts or set())
     if why:
         return GateVerdict("trivial", why)
     if caption_doc is None:
         return None
     for name in _names_asked(kind, facts):
         if sum(_head(n) == _head(name) for n in nodes) > 1:
-            continue  # several nodes: `ambiguous_name` above decided
+            continue  # several nodes: `ambiguous_name` decides on the wording
         if _several_in_caption(caption_doc, name):
             return GateVerdict("ambiguous", f"the caption describes more than one {_head(name)}, the graph one")
         two = different_things(caption_doc, _head(name)) if len(name_key(name)) == 1 else None
@@ -936,9 +914,6 @@ def gate_pair(
             why = f"the {f.target} is part of the {f.entity}: '{f.predicate} its {f.target}' is a pose, not a place"
         if why:
             return GateVerdict("untrusted", why)
-    why = unplaced_subject(caption_doc, kind, facts, question, neighbours or {})
-    if why:
-        return GateVerdict("untrusted", why)
     why = odd_existence(caption_doc, kind, facts)
     if why:
         return GateVerdict("unnatural", why)
@@ -946,6 +921,69 @@ def gate_pair(
     if why:
         return GateVerdict("incomplete", why)
     return None
+
+
+def wording_gate(
+    caption_doc: Any,
+    nodes: Sequence[str],
+    kind: str,
+    facts: Sequence[SceneTuple],
+    question: str,
+    answer: str,
+    neighbours: dict[str, set[str]] | None = None,
+) -> GateVerdict | None:
+    """The first gate a verified planned pair's wording fails, or None (its target passed
+    `target_gate` before it was worded). `caption_doc`: as for `target_gate`; `neighbours`: the
+    nodes each node is related to."""
+    # "Is there a scissors?", "Is there a noodles under the broth?", "The geraniums is red."
+    why = plural_as_one(facts, question, answer)
+    if why:
+        return GateVerdict("unnatural", why)
+    if kind == "absent":
+        return None
+    if _UNNATURAL.search(question.lower()):
+        return GateVerdict("unnatural", f"the question reads {_UNNATURAL.search(question.lower())[0]!r}")
+    if kind == "describe" and _WHAT_NOT_HOW.match(question.lower().strip()):
+        return GateVerdict("unnatural", "a description asked as what the thing is, not what it is like")
+    why = disagreeing_wording(kind, facts, question)
+    if why:
+        return GateVerdict("unnatural", why)
+    for name in _names_asked(kind, facts):
+        why = ambiguous_name(name, nodes, f"{question} {answer}", neighbours)
+        if why:
+            return GateVerdict("ambiguous", why)
+    if kind in ("attribute", "describe", "which") and set(_words(answer)) & _NO_DESCRIPTION:
+        return GateVerdict("unnatural", "the answer says the thing is there, not what it is like")
+    if _MADE_OF_ADJECTIVE.search(answer.lower()):
+        return GateVerdict("unnatural", f"the answer reads {_MADE_OF_ADJECTIVE.search(answer.lower())[0]!r}")
+    if kind in ("attribute", "describe") and _POSED_SUBJECT.search(question.lower()):
+        return GateVerdict("unnatural", "the question names its subject by a pose in the scene")
+    why = given_away(kind, facts, question)
+    if why:
+        return GateVerdict("trivial", why)
+    if caption_doc is None:
+        return None
+    why = unplaced_subject(caption_doc, kind, facts, question, neighbours or {})
+    if why:
+        return GateVerdict("untrusted", why)
+    return None
+
+
+def gate_pair(
+    caption_doc: Any,
+    nodes: Sequence[str],
+    kind: str,
+    facts: Sequence[SceneTuple],
+    question: str,
+    answer: str,
+    neighbours: dict[str, set[str]] | None = None,
+    parts: set[tuple[str, str]] | None = None,
+) -> GateVerdict | None:
+    """Every gate on a verified planned pair: its wording's, then its target's (which passed them
+    before it was worded unless `PROVE_QA_WORD_GATED` worded it anyway, for an audit of them)."""
+    return wording_gate(caption_doc, nodes, kind, facts, question, answer, neighbours) or target_gate(
+        caption_doc, nodes, kind, facts, parts
+    )
 
 
 def entailment_gate(

@@ -94,17 +94,24 @@ CANDIDATE_COLUMNS = [
     "instruction",
     "call_id",
     "error",
+    "gate_verdict",
+    "gate_reason",
 ]
 
 
 def targeted_rows(
-    image_id: str, targets: Sequence[Target], worded: Sequence[tuple[dict[str, str] | None, str | None, str | None]]
+    image_id: str,
+    targets: Sequence[Target],
+    worded: Sequence[tuple[dict[str, str] | None, str | None, str | None] | None],
+    gated: Sequence[Any],
 ) -> list[dict[str, Any]]:
-    """Candidate rows of one image's targets, given (pair, call_id, error) per target: a worded
-    pair each, or a row with the reason when the model gave none (nothing disappears silently)."""
+    """Candidate rows of one image's targets, given per target its gate verdict before wording
+    (`gated`: a GateVerdict, or None) and (pair, call_id, error) of its wording (None when gated):
+    a worded pair each, a row with the gate's verdict for a target never worded, or a row with
+    the reason when the model gave none (nothing disappears silently)."""
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for i, (target, (pair, call_id, error)) in enumerate(zip(targets, worded, strict=True)):
+    for i, (target, words, gate) in enumerate(zip(targets, worded, gated, strict=True)):
         base = {
             "image_id": image_id,
             "pair_index": i,
@@ -113,8 +120,15 @@ def targeted_rows(
             "kind": target.kind,
             "facts": facts_json(target.facts),
             "instruction": target.instruction,
-            "call_id": call_id,
+            "call_id": None if words is None else words[1],
+            "gate_verdict": None,
+            "gate_reason": None,
         }
+        if words is None:
+            rows.append({**base, "qa_id": f"{image_id}-t{i}-gated", "question": None, "answer": None, "error": None,
+                         "gate_verdict": gate.verdict, "gate_reason": f"gate {gate.gate}: {gate.reason}"})  # fmt: skip
+            continue
+        pair, _, error = words
         if pair is None:
             reason = error or "the model wrote no question/answer for this target"
             rows.append({**base, "qa_id": f"{image_id}-t{i}-failed", "question": None, "answer": None, "error": reason})

@@ -17,7 +17,14 @@ import pandas as pd
 
 from prove_assets.config import prompts_dir
 from prove_assets.core.construction.extraction import extract_tuple_rows, tuples_by, tuples_request
-from prove_assets.core.construction.gates import GateVerdict, entailment_gate, gate_rows, round_trip_gate
+from prove_assets.core.construction.gates import (
+    GateVerdict,
+    entailment_gate,
+    gate_rows,
+    part_pairs,
+    round_trip_gate,
+    target_gate,
+)
 from prove_assets.core.construction.generation import (
     CANDIDATE_COLUMNS,
     PAIR_SCHEMA,
@@ -75,10 +82,22 @@ def scene_graph_rows(imgs: pd.DataFrame, caption_tuples: pd.DataFrame) -> pd.Dat
     return pd.DataFrame(rows, columns=SCENE_GRAPH_COLUMNS)
 
 
-def qa_generation_inputs(graphs: pd.DataFrame, settings: Settings) -> list[tuple[str, list[Target], list[LLMRequest]]]:
-    """Per usable scene graph: (image_id, its planned targets, the requests). Targeted generation
-    plans targets and asks the model to word each (one request a target); free generation asks
-    for all pairs and programs in one request."""
+@dataclass
+class ImagePlan:
+    """One image's generation: its planned targets, the gate verdict each target got before it
+    was worded (None: worded), and the requests to send (one per worded target, or the free
+    generator's one request)."""
+
+    image_id: str
+    targets: list[Target]
+    gated: list[GateVerdict | None]
+    requests: list[LLMRequest]
+
+
+def qa_generation_inputs(graphs: pd.DataFrame, settings: Settings) -> list[ImagePlan]:
+    """Per usable scene graph, what generation sends. Targeted generation plans targets, drops
+    those `target_gate` dooms (so they cost no request) and asks the model to word each other one
+    (one request a target); free generation asks for all pairs and programs in one request."""
     graphs = graphs[graphs["error"].isna()] if len(graphs) else graphs
     out = []
     for g in graphs.itertuples():
@@ -93,30 +112,35 @@ def qa_generation_inputs(graphs: pd.DataFrame, settings: Settings) -> list[tuple
                 # complete pairs are kept (the text format has no grammar to stop it at qa_max).
                 max_tokens=100 + 110 * settings.qa_min,
             )
-            out.append((g.image_id, [], [req]))
+            out.append(ImagePlan(g.image_id, [], [], [req]))
             continue
         targets = plan_targets(sg, settings.qa_targets, ABSENT_VOCABULARY)
+        doc = parsed(sg.caption) if parser_enabled() else None
+        nodes, parts = [str(n) for n in sg.nodes], part_pairs(sg.sg_dict)
+        # A target the gates would drop after verification is not worded (PROVE_QA_WORD_GATED: it is).
+        gated = [None if settings.qa_word_gated else target_gate(doc, nodes, t.kind, t.facts, parts) for t in targets]
         prompt = load_prompt(prompts_dir(), "word_qa")
         reqs = [
             LLMRequest(prompt, {"target": target_text(t)}, PAIR_SCHEMA, validate=parse_pair, max_tokens=120)
-            for t in targets
+            for t, v in zip(targets, gated, strict=True)
+            if v is None
         ]
-        out.append((g.image_id, targets, reqs))
+        out.append(ImagePlan(g.image_id, targets, gated, reqs))
     return out
 
 
-def candidate_rows(
-    inputs: list[tuple[str, list[Target], list[LLMRequest]]], results: list[LLMResult], generator: str
-) -> pd.DataFrame:
-    """qa_candidates rows from the generation requests' results (in the order of `inputs`)."""
+def candidate_rows(plans: list[ImagePlan], results: list[LLMResult], generator: str) -> pd.DataFrame:
+    """qa_candidates rows from the generation requests' results (in the order of `plans`)."""
     answered = iter(results)
     rows: list[dict[str, Any]] = []
-    for image_id, targets, reqs in inputs:
-        done = [next(answered) for _ in reqs]
+    for plan in plans:
+        done = [next(answered) for _ in plan.requests]
         if generator == "free":
-            rows.extend(free_rows(image_id, done[0].data, done[0].call_id, done[0].error))
+            rows.extend(free_rows(plan.image_id, done[0].data, done[0].call_id, done[0].error))
         else:
-            rows.extend(targeted_rows(image_id, targets, [(r.data, r.call_id, r.error) for r in done]))
+            worded = iter((r.data, r.call_id, r.error) for r in done)
+            rows.extend(targeted_rows(plan.image_id, plan.targets, [None if v else next(worded) for v in plan.gated],
+                                      plan.gated))  # fmt: skip
     return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
 
 
@@ -311,6 +335,17 @@ def round_trip_verified(
             v = round_trip_gate(row["kind"] or "", facts[i] or [], row["answer"], str(result.data or ""))
         if v is not None:
             row["verdict"], row["reason"] = v.verdict, f"gate {v.gate}: {v.reason}"
+
+
+def gated_rows(candidates: pd.DataFrame) -> list[dict[str, Any]]:
+    """verified_qa rows of the targets `target_gate` dropped before they were worded: no question
+    and no program run, the gate's verdict and reason (so the verdict table counts them)."""
+    gated = candidates[candidates["gate_verdict"].notna()]
+    return [
+        {**dict.fromkeys(VERIFIED_COLUMNS), **{k: c[k] for k in ("qa_id", "image_id", "program", "generator", "kind")},
+         "visited": [], "n_visited": 0, "verdict": c["gate_verdict"], "reason": c["gate_reason"], "repaired": False}
+        for c in gated.to_dict("records")
+    ]  # fmt: skip
 
 
 def post_filter(rows: list[dict[str, Any]], qa_filter: str, ask: Ask) -> pd.DataFrame:
