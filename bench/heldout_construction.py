@@ -87,13 +87,20 @@ def gives_away(kind: str, facts: list, question: str) -> list[str]:
     return sorted(out)
 
 
-def report(sets: list[str], marks_file: Path) -> None:
+def report(sets: list[str], marks_file: Path, third_file: Path | None = None) -> None:
     import pandas as pd
 
     from prove_assets.config import warehouse_location
     from prove_assets.core.construction.generation import facts_from_json
     from prove_assets.core.evaluation.scoring import question_type
-    from prove_assets.core.reports.audit import audit_agreement, audit_report, latest_marks, pair_verdicts
+    from prove_assets.core.reports.audit import (
+        audit_agreement,
+        audit_report,
+        latest_marks,
+        pair_verdicts,
+        pass_majority,
+        wilson_interval,
+    )
     from prove_assets.storage.parquet_warehouse import open_warehouse
 
     wh = open_warehouse(warehouse_location())
@@ -101,6 +108,7 @@ def report(sets: list[str], marks_file: Path) -> None:
     cands = wh.read("qa_candidates")
     facts = dict(zip(cands["qa_id"], cands["facts"], strict=True))
     marks = latest_marks(read_marks(marks_file)) if marks_file.exists() else pd.DataFrame()
+    third = latest_marks(read_marks(third_file)) if third_file else pd.DataFrame()
     for name in sets:
         q = qa[qa["shard"] == f"{name}-000"]
         if q.empty:
@@ -139,6 +147,27 @@ def report(sets: list[str], marks_file: Path) -> None:
         if len(agreement):
             print("agreement of the two blind passes on the kept pairs (Cohen's kappa, 95% bootstrap interval):")
             print(agreement.round(2).to_string(index=False))
+        if not third.empty:
+            # A third blind pass, in a file of its own so the figures above stay the worse of two
+            # marks: the majority of the three passes (`pass_majority`) on the kept pairs all three marked.
+            marked_third = third.merge(kept[["qa_id", "question", "answer"]], on=["qa_id", "question", "answer"])
+            each = [pair_verdicts(marks_of).assign(audited_by=name) for name, marks_of in
+                    (("first pass", now[pass_of != SECOND]), (SECOND, now[pass_of == SECOND]),
+                     ("third pass", marked_third)) if len(marks_of)]  # fmt: skip
+            three = pd.concat(each)[["qa_id", "audited_by", "verdict"]]
+            majority = pass_majority(three)
+            majority = majority[majority["passes"] == 3]
+            print(f"majority of three blind passes on the {len(majority)} kept pairs all three marked:")
+            for name, verdicts in [*((p, three[three["audited_by"] == p]) for p in three["audited_by"].unique()),
+                                   ("majority", majority)]:  # fmt: skip
+                verdicts = verdicts[verdicts["qa_id"].isin(majority["qa_id"])]
+                n, parts = len(verdicts), []
+                for v in ("wrong", "flawed"):
+                    k = int((verdicts["verdict"] == v).sum())
+                    lo, hi = wilson_interval(k, n)
+                    parts.append(f"{v} {k} = {100 * k / max(1, n):.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]")
+                print(f"  {name}: " + ", ".join(parts))
+            print(audit_agreement(three).round(2).to_string(index=False))
         # A pair counts once, with its most severe mark, as in the report above.
         gate = pair_verdicts(m[~m["verdict_now"].isin(["kept", "flagged"])])
         if len(gate):
@@ -226,6 +255,9 @@ def main() -> None:
     parser.add_argument("--add-marks", type=Path, help="append an auditor's marks file to the marks file")
     parser.add_argument("--by", default="auditor", help="with --add-marks: who marked")
     parser.add_argument("--marks", type=Path, default=MARKS, help=f"the marks file (default {MARKS.name})")
+    parser.add_argument(
+        "--third", type=Path, help="a third blind pass's marks file: the report adds the majority of three passes"
+    )
     args = parser.parse_args()
     # Every target worded, so an audit judges every gate (the gate table's catch and loss); a
     # user's run skips the wording of targets a gate drops first (`PROVE_QA_WORD_GATED=0`).
@@ -281,7 +313,7 @@ def main() -> None:
 
         register_partitions(instance)
         run_steps(instance, [("build_benchmark", f"{s}-000") for s in args.sets], "WARNING")
-    report(args.sets, args.marks)
+    report(args.sets, args.marks, args.third)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from prove_assets.core.reports.audit import (
     normalise_verdict,
     pair_verdicts,
     parse_answer,
+    pass_majority,
     wilson_interval,
 )
 from prove_assets.core.reports.audit_page import audit_progress, fact_terms, highlight
@@ -402,3 +403,19 @@ def test_audit_server_refuses_bad_marks_and_names_what_is_missing(built, tmp_pat
     assert client.get(f"/pair/{second}").status_code == 200
     missing = client.get("/explorer/index.html")
     assert missing.status_code == 404 and "no explorer at" in missing.text
+
+
+def test_pass_majority_is_the_worse_of_two_and_a_majority_of_three():
+    two = pd.DataFrame({"qa_id": ["a", "a", "b", "b"], "audited_by": ["p1", "p2"] * 2,
+                        "verdict": ["correct", "flawed", "wrong", "flawed"]})  # fmt: skip
+    assert pass_majority(two)["verdict"].tolist() == pair_verdicts(two)["verdict"].tolist() == ["flawed", "wrong"]
+    three = pd.DataFrame({
+        "qa_id": ["a"] * 3 + ["b"] * 3 + ["c"] * 3 + ["d"] * 3,
+        "audited_by": ["p1", "p2", "p3"] * 4,
+        "verdict": ["wrong", "correct", "correct",   # one slip: kept
+                    "wrong", "flawed", "correct",    # out; wrong and flawed tie: the more severe
+                    "flawed", "flawed", "wrong",     # out as most passes say
+                    "correct", "correct", "correct"],
+    })  # fmt: skip
+    got = pass_majority(three)
+    assert got["verdict"].tolist() == ["correct", "wrong", "flawed", "correct"] and set(got["passes"]) == {3}

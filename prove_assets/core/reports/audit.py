@@ -121,6 +121,22 @@ def pair_verdicts(latest: pd.DataFrame) -> pd.DataFrame:
     return ranked.drop_duplicates("qa_id").drop(columns="_rank").reset_index(drop=True)
 
 
+def pass_majority(passes: pd.DataFrame) -> pd.DataFrame:
+    """One row per QA pair (qa_id, verdict, passes) from independent blind passes over it (columns
+    qa_id, audited_by: the pass, verdict): out of the benchmark when at least half the passes take
+    it out, then the flagging verdict most of those passes gave, the more severe on a tie; else
+    `correct`. With two passes this is `pair_verdicts` (the worse of the two marks); with three,
+    one auditor's slip no longer decides."""
+    rows = []
+    for qa_id, marks in passes.groupby("qa_id", sort=True):
+        flagging = [v for v in marks["verdict"] if v in FLAGGING_VERDICTS]
+        verdict = "correct"
+        if flagging and 2 * len(flagging) >= len(marks):
+            verdict = min(set(flagging), key=lambda v: (-flagging.count(v), SEVERITY.index(v)))
+        rows.append({"qa_id": qa_id, "verdict": verdict, "passes": len(marks)})
+    return pd.DataFrame(rows, columns=["qa_id", "verdict", "passes"])
+
+
 def current_marks(latest: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """The marks of pairs still in the benchmark as they were shown (same qa_id, question and
     answer; kept or flagged): a pair rebuilt with other words after a prompt or construction
