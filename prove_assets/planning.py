@@ -252,7 +252,9 @@ class Planner:
         graphs = self.wh.read("scene_graphs", {"shard": shard})
         if stable and len(graphs):
             plans = qa_generation_inputs(graphs, self.settings)
-            self.dry_run("qa_candidates", shard, [r for plan in plans for r in plan.requests])
+            gated = sum(v is not None for plan in plans for v in plan.gated)
+            note = f"{gated} targets gated before wording (no request)" if gated else ""
+            self.dry_run("qa_candidates", shard, [r for plan in plans for r in plan.requests], note=note)
         else:
             why = "scene graphs not built yet" if stable else "scene graphs will change first"
             self.estimated("qa_candidates", shard, "generate_qa", len(ok_images), f"{why}: one request per image")
