@@ -658,3 +658,17 @@ def test_a_colour_answer_must_give_the_colours_a_thing_shades_into(
 ) -> None:
     why = incomplete(parsed(caption), "attribute", [attr(thing, "color", given)], [thing, "rug", "field", "sandbar"])
     assert (why is None) if left_out is None else (left_out in (why or ""))
+
+
+@needs_parser
+def test_a_colour_answer_about_a_thing_with_a_coloured_part_is_incomplete() -> None:
+    doc = parsed("Two green cups with yellow handles stand on a tray. A blue scarf with white dots hangs by the door.")
+    nodes = ["cups", "handles", "tray", "scarf", "dots", "door"]
+    cups = incomplete(doc, "attribute", [attr("cups", "color", "green")], nodes)
+    assert cups is not None and "handles" in cups
+    # A pattern's colours are the thing's own: given them all, the answer is complete.
+    assert incomplete(doc, "attribute", [attr("scarf", "color", "blue and white")], nodes) is None
+    doc = parsed("The kettle is black with a silver lid.")
+    assert "lid" in (incomplete(doc, "compare", [attr("kettle", "color", "black")], ["kettle", "lid"]) or "")
+    # Only for a colour question: its size is not made incomplete by the lid.
+    assert incomplete(doc, "attribute", [attr("kettle", "size", "small")], ["kettle", "lid"]) is None
