@@ -261,6 +261,10 @@ def _mark(mark: Mapping[str, Any]) -> dict[str, str]:
     return {k: mark.get(k) if isinstance(mark.get(k), str) else "" for k in ("by", "verdict", "note")}
 
 
+# A planned target a gate dropped before it was worded has no question (its reason says why).
+NOT_WORDED = "(not worded: its target failed a gate first)"
+
+
 def qa_html(
     qa: Mapping[str, Any], responses: list[str], answer_tuples: list[str], marks: Sequence[Mapping[str, Any]] = ()
 ) -> str:
@@ -284,8 +288,8 @@ def qa_html(
         f"data-marks='{_e(json.dumps([_mark(m) for m in marks]))}' "
         f"data-qtype='{_e(qtype)}' data-complexity='{_e(qa.get('complexity'))}'>"
         f"<div class='qhead'><a class='anchor' href='#{_e(urllib.parse.quote(qa_id, safe=''))}'>#</a> "
-        f"<b>Q:</b> {_e(qa.get('question'))} {meta}</div>"
-        f"<div><b>A:</b> {_e(qa.get('answer'))}</div>"
+        f"<b>Q:</b> {_e(qa.get('question') or NOT_WORDED)} {meta}</div>"
+        f"<div><b>A:</b> {_e(qa.get('answer') or '')}</div>"
         f"<details><summary>program, output"
         + (f" (similarity to the answer {_num(sim)})" if sim is not None else "")
         + f"</summary><pre><code>{program}</code></pre>"
@@ -478,8 +482,6 @@ def _qa_blocks(
 ) -> list[str]:
     blocks = []
     for q in pairs:
-        if q.get("question") is None:
-            continue
         rs = [
             response_html(r, scores.get((q["qa_id"], r["model"]), []))
             for r in sorted(resp_by_qa.get((q["qa_id"],), []), key=lambda r: str(r["model"]))
