@@ -159,7 +159,9 @@ def qa_candidates(
     from the scene graph with quotas per question kind (attribute, describe, count,
     text, compare, which, yes/no, activity, absent object, around), preferring facts the
     caption states; each target's program is compiled from a template over the SceneGraph API
-    and the LLM words the question and answer. Free (`PROVE_QA_GENERATOR=free`): the paper's
+    and the LLM words the question and answer. A target that the gates reading only its facts
+    would drop is not worded: its row carries the gate's verdict (`PROVE_QA_WORD_GATED=1` words
+    it anyway, for an audit of those gates). Free (`PROVE_QA_GENERATOR=free`): the paper's
     generation, the LLM writes 10-15 pairs and their programs (supplement fig. 3)."""
     wh = warehouse.get()
     plans = stages.qa_generation_inputs(wh.read("scene_graphs", {"shard": context.partition_key}), SETTINGS)

@@ -13,10 +13,13 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prove_assets.core.construction.targets import Target
 from prove_assets.core.tuples import SceneTuple
+
+if TYPE_CHECKING:
+    from prove_assets.core.construction.gates import GateVerdict
 
 # Each line's text starts and ends with a non-space, and no two parts can take the same spaces:
 # `Q:\s*(?P<q>[^\n]+?)\s*\n` split a run of spaces every possible way, and a long run of spaces is
@@ -103,7 +106,7 @@ def targeted_rows(
     image_id: str,
     targets: Sequence[Target],
     worded: Sequence[tuple[dict[str, str] | None, str | None, str | None] | None],
-    gated: Sequence[Any],
+    gated: Sequence[GateVerdict | None],
 ) -> list[dict[str, Any]]:
     """Candidate rows of one image's targets, given per target its gate verdict before wording
     (`gated`: a GateVerdict, or None) and (pair, call_id, error) of its wording (None when gated):
@@ -124,11 +127,11 @@ def targeted_rows(
             "gate_verdict": None,
             "gate_reason": None,
         }
-        if words is None:
+        if gate is not None:
             rows.append({**base, "qa_id": f"{image_id}-t{i}-gated", "question": None, "answer": None, "error": None,
                          "gate_verdict": gate.verdict, "gate_reason": f"gate {gate.gate}: {gate.reason}"})  # fmt: skip
             continue
-        pair, _, error = words
+        pair, _, error = words or (None, None, None)
         if pair is None:
             reason = error or "the model wrote no question/answer for this target"
             rows.append({**base, "qa_id": f"{image_id}-t{i}-failed", "question": None, "answer": None, "error": reason})
