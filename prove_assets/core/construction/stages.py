@@ -138,9 +138,9 @@ def candidate_rows(plans: list[ImagePlan], results: list[LLMResult], generator: 
         if generator == "free":
             rows.extend(free_rows(plan.image_id, done[0].data, done[0].call_id, done[0].error))
         else:
-            worded = iter((r.data, r.call_id, r.error) for r in done)
-            rows.extend(targeted_rows(plan.image_id, plan.targets, [None if v else next(worded) for v in plan.gated],
-                                      plan.gated))  # fmt: skip
+            answers = iter((r.data, r.call_id, r.error) for r in done)
+            worded = [None if v is not None else next(answers) for v in plan.gated]
+            rows.extend(targeted_rows(plan.image_id, plan.targets, worded, plan.gated))
     return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
 
 
