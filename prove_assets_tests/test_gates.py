@@ -14,6 +14,7 @@ from prove_assets.core.construction.gates import (
     hedged_value,
     incomplete,
     introductions,
+    likeness_name,
     not_its_place,
     plural_as_one,
     target_gate,
@@ -171,6 +172,22 @@ def test_gate_rows_marks_failing_rows_and_returns_the_rest() -> None:
 
 
 @needs_parser
+def test_a_name_the_caption_uses_only_for_a_likeness_or_a_shade_is_no_thing() -> None:
+    doc = parsed(
+        "A climber grips a large hold shaped like a rounded pear. The kettle is glossy cherry red, and a "
+        "tomato-red towel hangs beside it. Snowflakes appear as white streaks in the light."
+    )
+    for name in ("pear", "cherry", "tomato", "streaks"):
+        assert "looks like" in (likeness_name(doc, name) or ""), name
+    for name in ("hold", "kettle", "towel", "snowflakes"):
+        assert likeness_name(doc, name) is None, name
+    # A thing the caption also names as a thing is one.
+    assert likeness_name(parsed("The bowl is cherry red, and a cherry sits on the rim."), "cherry") is None
+    verdict = target_gate(doc, ["pear", "hold"], "attribute", [attr("pear", "shape", "rounded")])
+    assert verdict is not None and verdict.verdict == "filtered_untrusted"
+
+
+@needs_parser
 def test_a_name_the_caption_uses_only_as_a_verb_is_no_thing() -> None:
     doc = parsed("A small window on the right lets in soft light. The lamp shines on the desk.")
     assert "verb" in (verb_name(doc, "lets") or "") and "verb" in (verb_name(doc, "shines") or "")
@@ -251,6 +268,11 @@ def test_asking_what_a_thing_says_or_reads_is_unnatural() -> None:
         ("describe", "What are the pebbles in this scene?", True),  # asks what, not what like
         ("describe", "What is the color and texture of the rug?", False),
         ("describe", "How would you describe the pebbles?", False),
+        # An "of" phrase names the thing, not what is asked; two questions in one (dev8 audit).
+        ("describe", "What is the handle of the kettle?", True),
+        ("describe", "What color is the rug made of?", True),
+        ("describe", "What are the pebbles like?", False),
+        ("describe", "What is the shape of the handle of the kettle?", False),
     ],
 )
 def test_wording_a_person_would_not_use_is_unnatural(kind: str, question: str, unnatural: bool) -> None:

@@ -89,9 +89,12 @@ _UNITS = {"year", "month", "week", "day", "hour", "minute", "inch", "meter", "me
 _POSED_SUBJECT = re.compile(
     r"\b(?:standing|sitting|lying|located|seen|visible) in (?:this|the) (?:scene|picture|image|photo)\b"
 )
-# A description asked as "What are the furrows?": that asks what a thing is, not what it is like.
+# A description asked as "What are the furrows?" or "What is the bed of the garden?": that asks
+# what a thing is, not what it is like, unless it names what it asks ("What is the colour of X?");
+# "What color is the tag made of?" mixes two questions.
 _WHAT_NOT_HOW = re.compile(
-    r"^what (?:is|are) the (?!.*\bof\b)[\w ]+?(?: in (?:this|the) (?:scene|picture|image|photo))?\?$"
+    r"^what (?:is|are) the (?!.*\b(?:colou?rs?|shapes?|made|materials?|size|texture|pattern|like|look)\b)[\w ]+\?$"
+    r"|\bwhat colou?r (?:is|are) .+ made of\b"
 )
 # Values that say a thing is there, not what it is like ("The button is gold and visible").
 _NO_DESCRIPTION = {"visible", "shown", "seen", "present", "pictured", "depicted", "there"}
@@ -156,6 +159,27 @@ def unstated_name(caption: str, name: str) -> str | None:
         missing = sorted(words - set().union(*heads))
         return f"the caption never calls the {_head(name)} {missing[0] if missing else name!r}"
     return None
+
+
+def likeness_name(doc: Any, name: str) -> str | None:
+    """Why a node's name is no thing: the caption uses its head noun only to say what another
+    thing looks like, after "like" or "as" ("a hold shaped like a pear", "snowflakes appear as
+    streaks"), or as the shade of a colour ("cherry red", "tomato-red")."""
+    head = _head(name)
+    uses = [t for t in doc if t.pos_ in ("NOUN", "PROPN") and singular(t.lower_) == head]
+    if uses and all(_likeness(t) or _shade(t) for t in uses):
+        return f"the caption uses {uses[0].text!r} only to say what another thing looks like"
+    return None
+
+
+def _likeness(tok: Any) -> bool:
+    return tok.dep_ == "pobj" and tok.head.lower_ in ("like", "as")
+
+
+def _shade(tok: Any) -> bool:
+    """A noun right before a colour word, hyphenated or not ("cherry red"), itself no colour."""
+    after = tok.i + 2 if tok.i + 2 < len(tok.doc) and tok.doc[tok.i + 1].text == "-" else tok.i + 1
+    return after < len(tok.doc) and bool(_colour_words(tok.doc[after].text)) and not _colour_words(tok.text)
 
 
 def verb_name(doc: Any, name: str) -> str | None:
@@ -919,7 +943,7 @@ def target_gate(
                 "ambiguous", f"the caption brings in two different {_head(name)}s ({said}), the graph one"
             )
     for name in _names_asked(kind, facts):
-        why = unstated_name(caption_doc.text, name) or verb_name(caption_doc, name)
+        why = unstated_name(caption_doc.text, name) or verb_name(caption_doc, name) or likeness_name(caption_doc, name)
         if why:
             return GateVerdict("untrusted", why)
     for f in facts:
