@@ -105,7 +105,8 @@ def latest_marks(log: pd.DataFrame) -> pd.DataFrame:
     the later log row. Marks without an auditor count as one anonymous auditor's."""
     if log.empty:
         return log
-    by = log["audited_by"].fillna("") if "audited_by" in log else pd.Series("", index=log.index)
+    # As text first: a column with no auditor at all reads as float NaN, which pandas will not fill with "".
+    by = log["audited_by"].astype(object).fillna("") if "audited_by" in log else pd.Series("", index=log.index)
     ordered = log.assign(audited_by=by).reset_index(drop=True).rename_axis("_row").reset_index()
     latest = ordered.sort_values(["audited_at", "_row"]).drop_duplicates(["qa_id", "audited_by"], keep="last")
     return latest.drop(columns="_row").sort_values(["qa_id", "audited_by"]).reset_index(drop=True)
