@@ -165,8 +165,7 @@ def likeness_name(doc: Any, name: str) -> str | None:
     """Why a node's name is no thing: the caption uses its head noun only to say what another
     thing looks like, after "like" or "as" ("a hold shaped like a pear", "snowflakes appear as
     streaks"), or as the shade of a colour ("cherry red", "tomato-red")."""
-    head = _head(name)
-    uses = [t for t in doc if t.pos_ in ("NOUN", "PROPN") and singular(t.lower_) == head]
+    uses = [t for t in _mentions(doc, _head(name)) if t.pos_ in ("NOUN", "PROPN")]
     if uses and all(_likeness(t) or _shade(t) for t in uses):
         return f"the caption uses {uses[0].text!r} only to say what another thing looks like"
     return None
