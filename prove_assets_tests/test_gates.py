@@ -8,7 +8,9 @@ import pytest
 from prove_assets.core.construction.gates import (
     ambiguous_name,
     clarity_as_colour,
+    cut_name,
     different_things,
+    foreign_noun,
     gate_rows,
     given_away,
     hedged_value,
@@ -16,6 +18,7 @@ from prove_assets.core.construction.gates import (
     introductions,
     likeness_name,
     not_its_place,
+    one_of_several,
     plural_as_one,
     target_gate,
     trivial,
@@ -694,3 +697,52 @@ def test_a_colour_answer_about_a_thing_with_a_coloured_part_is_incomplete() -> N
     assert "lid" in (incomplete(doc, "compare", [attr("kettle", "color", "black")], ["kettle", "lid"]) or "")
     # Only for a colour question: its size is not made incomplete by the lid.
     assert incomplete(doc, "attribute", [attr("kettle", "size", "small")], ["kettle", "lid"]) is None
+
+
+@needs_parser
+def test_a_which_list_of_a_material_class_takes_in_its_kinds() -> None:
+    # Hand-written caption: the class asked ("metal") holds the caption's "steel" and "copper".
+    doc = parsed("A steel bench stands by a wooden door. A copper kettle sits on a stone stove.")
+    nodes = ["bench", "door", "kettle", "stove"]
+    why = incomplete(doc, "which", [attr("kettle", "material", "metal")], nodes)
+    assert "bench is steel, a kind of metal" in (why or "")
+    both = [attr("kettle", "material", "metal"), attr("bench", "material", "metal")]
+    assert incomplete(doc, "which", both, nodes) is None
+    # A specific word asked ("copper") takes in no other kind of its class.
+    assert incomplete(doc, "which", [attr("kettle", "material", "copper")], nodes) is None
+
+
+@needs_parser
+def test_a_question_may_name_only_what_the_caption_names() -> None:
+    doc = parsed("Three goats stand in a barn pen. The goat on the left has short, upright ears.")
+    assert "'person'" in (foreign_noun(doc, "How would you describe the ears of this person?") or "")
+    assert foreign_noun(doc, "How would you describe the ears of the goat?") is None
+    # The question's frame is no thing in the picture.
+    assert foreign_noun(doc, "What color and length are the ears in this picture?") is None
+    # A material asked by its class is the caption's "wooden" (found on dev10, after registration).
+    wooden = parsed("A wooden barn pen holds three goats.")
+    assert foreign_noun(wooden, "Which of the things in this picture are made of wood?") is None
+    verdict = wording_gate(
+        doc, ["goat", "ears", "pen"], "describe", [attr("ears", "shape", "upright")],
+        "How would you describe the ears of this person?", "The ears are short and upright.",
+    )  # fmt: skip
+    assert verdict is not None and verdict.verdict == "filtered_unnatural"
+
+
+@needs_parser
+def test_a_name_cut_from_a_hyphenated_word_is_not_the_captions() -> None:
+    doc = parsed("A diamond-shaped sign stands on a metal stand beside an orange cone.")
+    assert "hyphenated" in (cut_name(doc, "shaped sign") or "")
+    assert cut_name(doc, "diamond-shaped sign") is None
+    assert cut_name(doc, "sign") is None and cut_name(doc, "cone") is None
+    verdict = target_gate(doc, ["shaped sign", "stand", "cone"], "exists", [rel("shaped sign", "on", "stand")])
+    assert verdict is not None and verdict.verdict == "filtered_untrusted"
+
+
+@needs_parser
+def test_a_colour_the_caption_gives_one_of_several_is_not_all_of_theirs() -> None:
+    doc = parsed("Two skaters wait with their boards: a boy with a blue board and a girl in a red cap.")
+    assert "one board" in (one_of_several(doc, attr("boards", "color", "blue")) or "")
+    assert one_of_several(doc, attr("board", "color", "blue")) is None
+    doc = parsed("Two skaters wait with their blue boards on the deck.")
+    assert one_of_several(doc, attr("boards", "color", "blue")) is None
