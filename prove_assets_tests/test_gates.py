@@ -14,6 +14,7 @@ from prove_assets.core.construction.gates import (
     gate_rows,
     given_away,
     hedged_value,
+    idle_activity,
     incomplete,
     introductions,
     likeness_name,
@@ -746,3 +747,73 @@ def test_a_colour_the_caption_gives_one_of_several_is_not_all_of_theirs() -> Non
     assert one_of_several(doc, attr("board", "color", "blue")) is None
     doc = parsed("Two skaters wait with their blue boards on the deck.")
     assert one_of_several(doc, attr("boards", "color", "blue")) is None
+
+
+@needs_parser
+@pytest.mark.parametrize(
+    ("caption", "thing", "given", "part"),
+    [
+        ("A pair of red rubber boots with black soles stands by the door.", "boots", "red", "soles"),
+        ("The vase is mostly pale blue, with a dark green stripe near its neck.", "vase", "pale blue", "stripe"),
+        ("The vase is pale blue, with a pale blue stripe near its neck.", "vase", "pale blue", None),
+        ("The parrot's wings are bright green and its beak is black.", "parrot", "red", "wings"),
+    ],
+)  # fmt: skip
+def test_a_coloured_part_in_a_quantity_a_verb_phrase_or_a_possessive_makes_a_colour_incomplete(
+    caption: str, thing: str, given: str, part: str | None
+) -> None:
+    """Hand-written sentences: a part coloured in the grammars `_coloured_part` reads."""
+    why = incomplete(parsed(caption), "attribute", [attr(thing, "color", given)], [thing, "door", "neck", "beak"])
+    assert (why is None) if part is None else (part in (why or ""))
+
+
+@needs_parser
+def test_a_which_list_takes_in_the_comparative_of_its_value() -> None:
+    doc = parsed("A dark table holds two cups with darker rims.")
+    why = incomplete(doc, "which", [attr("table", "state", "dark")], ["table", "cups", "rims"])
+    assert why is not None and "darker" in why
+    assert incomplete(doc, "which", [attr("table", "state", "dark"), attr("rims", "state", "dark")],
+                      ["table", "cups", "rims"]) is None  # fmt: skip
+
+
+@needs_parser
+def test_a_bare_word_after_a_noun_is_its_verb_not_a_thing() -> None:
+    doc = parsed("A single red apple lies on the plate beside a knife.")
+    assert "verb" in (verb_name(doc, "lies") or "")
+    assert verb_name(doc, "apple") is None and verb_name(doc, "knife") is None
+    doc = parsed("A fisherman standing on the pier holds a rod.")
+    assert "verb" in (verb_name(doc, "standing") or "")
+
+
+@needs_parser
+def test_what_a_thing_is_doing_needs_it_as_the_verbs_subject() -> None:
+    doc = parsed("A man walks his dog along the beach. A lamp facing the wall stands in the corner.")
+    assert idle_activity(doc, "activity", [rel("man", "walks", "dog", "action")]) is None
+    assert "facing" in (idle_activity(doc, "activity", [rel("lamp", "facing", "wall", "action")]) or "")
+    assert idle_activity(doc, "activity", [rel("dog", "chasing", "ball", "action")]) is not None
+    assert idle_activity(doc, "exists", [rel("lamp", "facing", "wall", "action")]) is None
+
+
+@needs_parser
+def test_a_relation_to_a_quantified_target_is_untrusted() -> None:
+    doc = parsed("Rust shows through the paint in several places, and a thin line runs around each window.")
+    assert "several" in (untrusted_relation(doc, rel("rust", "in", "places")) or "")
+    assert "each" in (untrusted_relation(doc, rel("line", "around", "window")) or "")
+    doc = parsed("A thin line runs around the window.")
+    assert untrusted_relation(doc, rel("line", "around", "window")) is None
+
+
+@needs_parser
+def test_an_off_colour_is_not_the_colour() -> None:
+    doc = parsed("A wedge of cheese with an off-white rind sits beside a white plate.")
+    assert "off-white" in (hedged_value(doc, attr("rind", "color", "white")) or "")
+    assert hedged_value(doc, attr("plate", "color", "white")) is None
+
+
+def test_the_surface_of_light_or_shade_is_unnatural() -> None:
+    verdict = wording_gate(None, ["shadow"], "attribute", [attr("shadow", "texture", "soft")],
+                           "How does the surface of the shadow look?", "The shadow is soft.")  # fmt: skip
+    assert verdict is not None and verdict.verdict == "filtered_unnatural"
+    verdict = wording_gate(None, ["table"], "attribute", [attr("table", "texture", "rough")],
+                           "How does the surface of the table look?", "The table is rough.")  # fmt: skip
+    assert verdict is None

@@ -229,9 +229,27 @@ def verb_name(doc: Any, name: str) -> str | None:
     lamp shines", "a window lets in light")."""
     head = _head(name)
     uses = [t for t in doc if t.text.lower() == head or singular(t.text.lower()) == head]
-    if uses and all(t.pos_ in ("VERB", "AUX") or _verb_read_as_noun(t) for t in uses):
+    if uses and all(t.pos_ in ("VERB", "AUX") or _verb_read_as_noun(t) or _bare_after_word(t) for t in uses):
         return f"the caption uses {uses[0].text!r} only as a verb, not a thing"
     return None
+
+
+def _bare_after_word(tok: Any) -> bool:
+    """A word the tagger read as a noun with nothing a noun phrase has (no article, number,
+    possessive or modifier) that is an -ing form or follows a noun or verb it is no part of: the
+    verb of that word ("a tulip lies on the tray", "a blacksmith standing at the anvil"; dev..dev11
+    kept: 1 wrong and 3 flawed caught, 0 correct lost)."""
+    if any(c.dep_ in ("det", "poss", "nummod", "amod", "compound", "nmod", "case") for c in tok.children):
+        return False
+    if tok.lower_.endswith("ing"):
+        return True
+    before = tok.doc[tok.i - 1] if tok.i > 0 else None
+    if before is None or before.dep_ == "compound" or before.head.i == tok.i:
+        return False
+    # A "verb" with no subject of its own before it is a noun the tagger misread ("a single pink
+    # tulip lies"); after a verb that has one, the word is its object ("the table holds plates").
+    subjectless = before.pos_ == "VERB" and not any(c.dep_ in ("nsubj", "nsubjpass") for c in before.children)
+    return before.pos_ in ("NOUN", "PROPN") or subjectless
 
 
 def _verb_read_as_noun(tok: Any) -> bool:
@@ -530,6 +548,8 @@ def _the_fact_sentence(doc: Any, fact: SceneTuple) -> tuple[Any, Any, Any] | Non
     return None
 
 
+# Words that spread a noun over several things or all of them ("each square", "several spots").
+_QUANTIFIERS = {"each", "every", "both", "several", "many", "some", "various", "few", "numerous", "multiple", "all"}
 # Kinds that ask or answer where a thing is ("Is there an X in Y?", "What is around X?").
 PLACE_KINDS = ("around", "exists")
 
@@ -565,6 +585,11 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
     for tok in (source, obj):
         if tok.pos_ in ("VERB", "AUX") or tok.tag_.startswith("VB"):
             return f"{tok.text!r} is a verb in the caption, not a thing"
+    # "peeling in several spots", "trim around each square": no one thing "the spots" names
+    # (dev..dev11 kept: 3 flawed caught, 0 correct lost).
+    counted = [c for c in obj.children if c.dep_ in ("det", "amod", "predet", "nummod") and c.lower_ in _QUANTIFIERS]
+    if counted:
+        return f"the caption says '{counted[0].text} {obj.text}': not one thing to name"
     # "a woman sitting on a chair reading a book": the participle after the chair may be the
     # woman's doing.
     doer = _verb_subject(source)
@@ -657,11 +682,17 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
     values = [f for f in facts if f.kind == "attribute"]
     if kind == "which" and values:
         word = (values[0].value or "").strip().lower()
+        # "Which things are dark?" takes in the caption's "darker brown rims" (dev..dev11 kept: 1
+        # wrong caught, 0 correct lost).
+        names = {singular(w) for f in values for w in _words(f.entity)}
+        for tok in (t for t in doc if t.lower_ in _comparatives(word)):
+            noun = _described_noun(tok)
+            if noun is None or singular(noun.lower_) not in names:
+                return f"the caption also says {tok.text!r} of {noun.text if noun is not None else 'a thing'}"
         if values[0].attribute_type == "color":
             # Every time the caption says the colour ("dark reddish-brown edges", "white letters
             # on black") it must be of a thing the answer names: the graph misses some of them
             # (the dev sets: this caught 19 of 23 wrong colour lists and lost 6 of 43 right ones).
-            names = {singular(w) for f in values for w in _words(f.entity)}
             for tok in doc:
                 if word in split_words(tok.text) or tok.lower_ == f"{word}ish":
                     noun = _described_noun(tok)
@@ -707,7 +738,7 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
     # dev..dev6 it caught 5 wrong and 1 flawed kept pair and lost 15 correct; chosen before dev7
     # was read, where it caught 1 wrong and lost 1 correct).
     for f in colours if kind in ("attribute", "describe", "compare") else []:
-        part = _coloured_part(doc, _head(f.entity))
+        part = _coloured_part(doc, _head(f.entity), _colour_words(f.value or ""))
         if part:
             return f"the caption gives the {_head(f.entity)}'s {part} a colour of its own"
     by_entity: dict[str, set[str]] = {}
@@ -723,23 +754,69 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
     return None
 
 
-def _coloured_part(doc: Any, head: str) -> str | None:
+def _comparatives(word: str) -> set[str]:
+    """A one-word value's comparative spellings ("dark" -> "darker", "pale" -> "paler")."""
+    if not word.isalpha():
+        return set()
+    return {word + "er", word + "r", word + word[-1] + "er", word[:-1] + "ier" if word.endswith("y") else word + "er"}
+
+
+def _coloured_part(doc: Any, head: str, given: set[str]) -> str | None:
     """A part the caption gives a noun with a colour of its own, in a "with" phrase on the noun,
     on a describing word of it, or on what its verb says it is ("white plates with gold rims", "a
     mug, blue with a red handle", "the bowl is black with a red interior"); a pattern's colours
-    ("a scarf with white stripes") are the thing's own and do not count."""
+    ("a scarf with white stripes") are the thing's own and count only where the answer (its
+    colour words `given`) leaves them out. Also a part in a "with" phrase on the quantity noun of
+    the thing ("a pair of yellow gloves with brown palms") and a possessive part with a colour
+    ("the pelican's body is grayish brown")."""
     for tok in _mentions(doc, head):
         if tok.pos_ not in ("NOUN", "PROPN"):
             continue
         holders = [tok, *(c for c in tok.children if c.dep_ in ("amod", "acl") and c.pos_ in ("ADJ", "VERB"))]
         if tok.dep_ in ("nsubj", "nsubjpass"):
             holders += [tok.head, *(c for c in tok.head.children if c.dep_ in ("acomp", "attr", "oprd"))]
-        phrases = [p for h in holders for p in h.children if p.dep_ == "prep" and p.lower_ == "with"]
-        for part in (m for p in phrases for o in p.children if o.dep_ == "pobj" for m in (o, *o.conjuncts)):
-            coloured = any(a.dep_ in ("amod", "compound") and _colour_words(a.text) for a in part.children)
-            if coloured and singular(part.lower_) not in _PATTERN_NOUNS:
+        if tok.dep_ == "pobj" and tok.head.lower_ == "of" and singular(tok.head.head.lower_) in _QUANTITY_NOUNS:
+            holders.append(tok.head.head)
+        verb = tok.head if tok.dep_ in ("nsubj", "nsubjpass") else None
+        for holder, part in ((h, p) for h in holders for p in _with_objects(h)):
+            colours = {w for a in part.children if a.dep_ in ("amod", "compound") for w in _colour_words(a.text)}
+            pattern = singular(part.lower_) in _PATTERN_NOUNS
+            # "the comb is golden yellow, with a dark brown patch": a pattern in the verb's phrase
+            # is a second colour of the thing.
+            if colours and (not pattern or (verb is not None and holder.i == verb.i and colours - given)):
                 return part.text
+        if tok.dep_ == "poss" and _possessed_colour(tok.head):
+            return tok.head.text
     return None
+
+
+# Nouns that count or group the thing their "of" phrase names ("a pair of gloves").
+_QUANTITY_NOUNS = {"pair", "set", "row", "pile", "stack", "bunch", "group", "line", "cluster", "heap", "collection",
+                   "couple", "handful", "bundle", "string"}  # fmt: skip
+
+
+def _with_objects(holder: Any) -> list[Any]:
+    """The nouns of a word's "with" phrases and their conjuncts; a noun the parser made the
+    subject of a clause there counts ("with a red interior visible at the rim")."""
+    out = []
+    for p in (c for c in holder.children if c.dep_ == "prep" and c.lower_ == "with"):
+        for o in p.children:
+            if o.dep_ == "pobj":
+                out += [o, *o.conjuncts]
+            elif o.dep_ == "pcomp":
+                out += [c for c in o.children if c.dep_ == "nsubj"]
+    return out
+
+
+def _possessed_colour(part: Any) -> bool:
+    """Whether a possessed part has a colour: its modifier ("its red beak") or what its verb says
+    it is ("the pelican's body is grayish brown")."""
+    if any(a.dep_ in ("amod", "compound") and _colour_words(a.text) for a in part.children):
+        return True
+    if part.dep_ not in ("nsubj", "nsubjpass"):
+        return False
+    said = [c for c in part.head.children if c.dep_ in ("acomp", "attr", "oprd")]
+    return any(_colour_words(t.text) for c in said for t in (c, *c.children))
 
 
 def _described_noun(tok: Any) -> Any | None:
@@ -928,6 +1005,24 @@ def odd_existence(doc: Any, kind: str, facts: Sequence[SceneTuple]) -> str | Non
 _MOTION = {"into", "onto", "from", "toward", "towards", "off", "out of"}
 
 
+def idle_activity(doc: Any, kind: str, facts: Sequence[SceneTuple]) -> str | None:
+    """Why "What is X doing?" has no answer in the caption: no sentence gives X as the subject of
+    the verb. A participle after X ("a chair facing a mirror") tells a state, a verb joined to
+    another subject's ("waves throwing spray and leaving foam") is that one's act (dev..dev11
+    kept: 3 wrong and 4 flawed caught; 3 correct lost, "the teenager wearing headphones")."""
+    if kind != "activity":
+        return None
+    for f in (f for f in facts if f.kind == "relation"):
+        where = _the_fact_sentence(doc, f)
+        if where is None:
+            return f"no sentence says the {f.entity} is {f.predicate} the {f.target}"
+        source, pred, _ = where
+        verb = pred if pred.pos_ in ("VERB", "AUX") else pred.head
+        if source.dep_ not in ("nsubj", "nsubjpass") or source.head.i != verb.i:
+            return f"the caption does not give the {source.text} as what does '{verb.text}'"
+    return None
+
+
 def not_its_place(doc: Any, kind: str, fact: SceneTuple) -> str | None:
     """Why a relation an existence or "around" question gives as where a thing is says something
     else (written for the dev sets' "where" pairs, since dropped: there they caught 4 of 6 wrong):
@@ -1032,7 +1127,7 @@ def target_gate(
             why = f"the {f.target} is part of the {f.entity}: '{f.predicate} its {f.target}' is a pose, not a place"
         if why:
             return GateVerdict("untrusted", why)
-    why = odd_existence(caption_doc, kind, facts)
+    why = odd_existence(caption_doc, kind, facts) or idle_activity(caption_doc, kind, facts)
     if why:
         return GateVerdict("unnatural", why)
     why = incomplete(caption_doc, kind, facts, nodes)
@@ -1061,6 +1156,9 @@ def wording_gate(
         return None
     if _UNNATURAL.search(question.lower()):
         return GateVerdict("unnatural", f"the question reads {_UNNATURAL.search(question.lower())[0]!r}")
+    surface = _NO_SURFACE.search(question.lower())
+    if surface and singular(surface[1]) in _SURFACELESS:
+        return GateVerdict("unnatural", f"the question asks for the {surface[0]}, which has none")
     if kind == "describe" and _WHAT_NOT_HOW.match(question.lower().strip()):
         return GateVerdict("unnatural", "a description asked as what the thing is, not what it is like")
     why = disagreeing_wording(kind, facts, question)
@@ -1088,6 +1186,13 @@ def wording_gate(
     if why:
         return GateVerdict("unnatural", why)
     return None
+
+
+# "How does the surface of the shadow look?": light, shade, moving water and air have no surface
+# to feel (dev..dev11 kept: 3 flawed caught, 0 correct lost).
+_NO_SURFACE = re.compile(r"\bsurface of the (\w+)")
+_SURFACELESS = {"shadow", "light", "glow", "reflection", "ripple", "wave", "spray", "mist", "haze", "fog", "smoke",
+                "steam", "sky", "cloud", "beam", "sunlight", "shade", "glare", "flame", "fire", "air"}  # fmt: skip
 
 
 def foreign_noun(caption_doc: Any, question: str) -> str | None:
