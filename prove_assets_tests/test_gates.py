@@ -777,15 +777,6 @@ def test_a_which_list_takes_in_the_comparative_of_its_value() -> None:
 
 
 @needs_parser
-def test_a_bare_word_after_a_noun_is_its_verb_not_a_thing() -> None:
-    doc = parsed("A single red apple lies on the plate beside a knife.")
-    assert "verb" in (verb_name(doc, "lies") or "")
-    assert verb_name(doc, "apple") is None and verb_name(doc, "knife") is None
-    doc = parsed("A fisherman standing on the pier holds a rod.")
-    assert "verb" in (verb_name(doc, "standing") or "")
-
-
-@needs_parser
 def test_what_a_thing_is_doing_needs_it_as_the_verbs_subject() -> None:
     doc = parsed("A man walks his dog along the beach. A lamp facing the wall stands in the corner.")
     assert idle_activity(doc, "activity", [rel("man", "walks", "dog", "action")]) is None

@@ -229,27 +229,9 @@ def verb_name(doc: Any, name: str) -> str | None:
     lamp shines", "a window lets in light")."""
     head = _head(name)
     uses = [t for t in doc if t.text.lower() == head or singular(t.text.lower()) == head]
-    if uses and all(t.pos_ in ("VERB", "AUX") or _verb_read_as_noun(t) or _bare_after_word(t) for t in uses):
+    if uses and all(t.pos_ in ("VERB", "AUX") or _verb_read_as_noun(t) for t in uses):
         return f"the caption uses {uses[0].text!r} only as a verb, not a thing"
     return None
-
-
-def _bare_after_word(tok: Any) -> bool:
-    """A word the tagger read as a noun with nothing a noun phrase has (no article, number,
-    possessive or modifier) that is an -ing form or follows a noun or verb it is no part of: the
-    verb of that word ("a tulip lies on the tray", "a blacksmith standing at the anvil"; dev..dev11
-    kept: 1 wrong and 3 flawed caught, 0 correct lost)."""
-    if any(c.dep_ in ("det", "poss", "nummod", "amod", "compound", "nmod", "case") for c in tok.children):
-        return False
-    if tok.lower_.endswith("ing"):
-        return True
-    before = tok.doc[tok.i - 1] if tok.i > 0 else None
-    if before is None or before.dep_ == "compound" or before.head.i == tok.i:
-        return False
-    # A "verb" with no subject of its own before it is a noun the tagger misread ("a single pink
-    # tulip lies"); after a verb that has one, the word is its object ("the table holds plates").
-    subjectless = before.pos_ == "VERB" and not any(c.dep_ in ("nsubj", "nsubjpass") for c in before.children)
-    return before.pos_ in ("NOUN", "PROPN") or subjectless
 
 
 def _verb_read_as_noun(tok: Any) -> bool:
