@@ -757,6 +757,7 @@ def test_a_colour_the_caption_gives_one_of_several_is_not_all_of_theirs() -> Non
         ("The vase is mostly pale blue, with a dark green stripe near its neck.", "vase", "pale blue", "stripe"),
         ("The vase is pale blue, with a pale blue stripe near its neck.", "vase", "pale blue", None),
         ("The parrot's wings are bright green and its beak is black.", "parrot", "red", "wings"),
+        ("The kite's red tail flutters above the dunes.", "kite", "red", None),
     ],
 )  # fmt: skip
 def test_a_coloured_part_in_a_quantity_a_verb_phrase_or_a_possessive_makes_a_colour_incomplete(

@@ -767,7 +767,8 @@ def _coloured_part(doc: Any, head: str, given: set[str]) -> str | None:
             # is a second colour of the thing.
             if colours and (not pattern or (verb is not None and holder.i == verb.i and colours - given)):
                 return part.text
-        if tok.dep_ == "poss" and _possessed_colour(tok.head):
+        # "the rocket's white body" answered "white" leaves nothing out.
+        if tok.dep_ == "poss" and _possessed_colours(tok.head) - given:
             return tok.head.text
     return None
 
@@ -790,15 +791,14 @@ def _with_objects(holder: Any) -> list[Any]:
     return out
 
 
-def _possessed_colour(part: Any) -> bool:
-    """Whether a possessed part has a colour: its modifier ("its red beak") or what its verb says
-    it is ("the pelican's body is grayish brown")."""
-    if any(a.dep_ in ("amod", "compound") and _colour_words(a.text) for a in part.children):
-        return True
-    if part.dep_ not in ("nsubj", "nsubjpass"):
-        return False
-    said = [c for c in part.head.children if c.dep_ in ("acomp", "attr", "oprd")]
-    return any(_colour_words(t.text) for c in said for t in (c, *c.children))
+def _possessed_colours(part: Any) -> set[str]:
+    """The colour words of a possessed part: its modifiers ("its red beak") and what its verb
+    says it is ("the pelican's body is grayish brown")."""
+    words = {w for a in part.children if a.dep_ in ("amod", "compound") for w in _colour_words(a.text)}
+    if part.dep_ in ("nsubj", "nsubjpass"):
+        said = [c for c in part.head.children if c.dep_ in ("acomp", "attr", "oprd")]
+        words |= {w for c in said for t in (c, *c.children) for w in _colour_words(t.text)}
+    return words
 
 
 def _described_noun(tok: Any) -> Any | None:
