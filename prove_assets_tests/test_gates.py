@@ -21,6 +21,7 @@ from prove_assets.core.construction.gates import (
     not_its_place,
     one_of_several,
     plural_as_one,
+    possessor_name,
     target_gate,
     trivial,
     unstated_name,
@@ -809,3 +810,14 @@ def test_the_surface_of_light_or_shade_is_unnatural() -> None:
     verdict = wording_gate(None, ["table"], "attribute", [attr("table", "texture", "rough")],
                            "How does the surface of the table look?", "The table is rough.")  # fmt: skip
     assert verdict is None
+
+
+@needs_parser
+def test_a_name_the_caption_uses_only_as_an_owner_is_no_thing() -> None:
+    doc = parsed("Two sailor's knots hang beside the harbour master's office, and a sailor waves.")
+    assert possessor_name(doc, "master") is not None
+    assert possessor_name(doc, "sailor") is None and possessor_name(doc, "office") is None
+    verdict = target_gate(
+        doc, ["master", "office"], "count", [SceneTuple("attribute", "master", attribute_type="count", value="1")]
+    )
+    assert verdict is not None and verdict.verdict == "filtered_untrusted"
