@@ -750,7 +750,7 @@ def _comparatives(word: str) -> set[str]:
     """A one-word value's comparative spellings ("dark" -> "darker", "pale" -> "paler")."""
     if not word.isalpha():
         return set()
-    return {word + "er", word + "r", word + word[-1] + "er", word[:-1] + "ier" if word.endswith("y") else word + "er"}
+    return {word + "er", word + "r", word + word[-1] + "er"} | ({word[:-1] + "ier"} if word.endswith("y") else set())
 
 
 def _coloured_part(doc: Any, head: str, given: set[str]) -> str | None:
@@ -760,7 +760,7 @@ def _coloured_part(doc: Any, head: str, given: set[str]) -> str | None:
     ("a scarf with white stripes") are the thing's own and count only where the answer (its
     colour words `given`) leaves them out. Also a part in a "with" phrase on the quantity noun of
     the thing ("a pair of yellow gloves with brown palms") and a possessive part with a colour
-    ("the pelican's body is grayish brown")."""
+    the answer leaves out ("the pelican's body is grayish brown" answered "brown")."""
     for tok in _mentions(doc, head):
         if tok.pos_ not in ("NOUN", "PROPN"):
             continue
