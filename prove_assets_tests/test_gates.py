@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from prove_assets.core.construction.gates import (
+    added_posture,
     ambiguous_name,
+    canned_name,
     clarity_as_colour,
     cut_name,
     different_things,
@@ -820,4 +822,59 @@ def test_a_name_the_caption_uses_only_as_an_owner_is_no_thing() -> None:
     verdict = target_gate(
         doc, ["master", "office"], "count", [SceneTuple("attribute", "master", attribute_type="count", value="1")]
     )
+    assert verdict is not None and verdict.verdict == "filtered_untrusted"
+
+
+@needs_parser
+def test_a_posture_the_wording_adds_is_its_own() -> None:
+    doc = parsed("A boy sits on a low wall. A ladder stands against the shed, and a cat lies on the porch.")
+    on_wall = [rel("boy", "on", "wall")]
+    assert "standing" in (added_posture(doc, on_wall, "Is there a boy standing on the wall?") or "")
+    assert added_posture(doc, on_wall, "Is there a boy sitting on the wall?") is None
+    # The posture the fact holds, or one the caption says of the thing, is the caption's.
+    assert (
+        added_posture(doc, [rel("ladder", "stands against", "shed")], "Is there a ladder standing against the shed?")
+        is None
+    )
+    assert (
+        added_posture(doc, [rel("ladder", "against", "shed")], "Is there a ladder standing against the shed?") is None
+    )
+    verdict = wording_gate(doc, ["boy", "wall"], "exists", on_wall, "Is there a boy standing on the wall?",
+                           "Yes, there is a boy standing on the wall.")  # fmt: skip
+    assert verdict is not None and verdict.verdict == "filtered_untrusted"
+
+
+@needs_parser
+def test_a_relation_of_a_shadow_is_not_the_things() -> None:
+    doc = parsed("The long shadows of the poles fall across the road. A bus waits across the road.")
+    assert "shadows" in (untrusted_relation(doc, rel("poles", "across", "road")) or "")
+    assert untrusted_relation(doc, rel("bus", "across", "road")) is None
+    doc = parsed("The fence's reflection stretches over the pond.")
+    assert "reflection" in (untrusted_relation(doc, rel("fence", "over", "pond")) or "")
+
+
+def test_a_fraction_is_no_thing_to_count() -> None:
+    count = [SceneTuple("attribute", "thirds", attribute_type="count", value="two")]
+    verdict = target_gate(None, ["thirds"], "count", count)
+    assert verdict is not None and verdict.verdict == "filtered_unnatural" and "fraction" in verdict.reason
+
+
+def test_a_colour_question_answered_with_more_than_colours_is_unnatural() -> None:
+    facts = [attr("scarf", "color", "red"), attr("scarf", "texture", "woolly")]
+    verdict = wording_gate(
+        None, ["scarf"], "describe", facts, "What color is the scarf?", "The scarf is red and woolly."
+    )
+    assert verdict is not None and verdict.verdict == "filtered_unnatural"
+    assert wording_gate(None, ["scarf"], "describe", facts, "How would you describe the scarf?",
+                        "The scarf is red and woolly.") is None  # fmt: skip
+
+
+@needs_parser
+def test_a_name_cut_from_x_can_is_not_the_caption_s() -> None:
+    doc = parsed("A dented paint can sits by the door, and a boy can see the garden.")
+    assert "paint can" in (canned_name(doc, "paint", "What color is the paint?") or "")
+    assert canned_name(doc, "paint", "What color is the paint can?") is None
+    assert canned_name(doc, "boy", "Is there a boy?") is None  # "can see": the modal
+    verdict = wording_gate(doc, ["paint", "door"], "attribute", [attr("paint", "color", "gray")],
+                           "What color is the paint?", "The paint is gray.")  # fmt: skip
     assert verdict is not None and verdict.verdict == "filtered_untrusted"
