@@ -92,20 +92,49 @@ def test_plumbing_only_missing_image_is_an_exception_in_its_slot(responder, imag
 
 
 def test_plumbing_only_failed_batch_falls_back_to_one_by_one(responder, images, monkeypatch):
-    real = responder._generate
+    real = responder._inputs
     calls: list[int] = []
 
     def flaky(imgs, questions):
         calls.append(len(questions))
         if "w13" in questions:
-            raise RuntimeError("this item breaks the model")
+            raise RuntimeError("this item breaks the processor")
         return real(imgs, questions)
 
-    monkeypatch.setattr(responder, "_generate", flaky)
+    monkeypatch.setattr(responder, "_inputs", flaky)
     answers = responder.answer([(images[0], "what"), (images[1], "w13"), (images[2], "how")])
     assert calls == [2, 1, 1, 1]  # batch of 2 fails -> each alone; second batch has one item
     assert isinstance(answers[0], str) and isinstance(answers[2], str)
     assert isinstance(answers[1], RuntimeError)
+
+
+def test_plumbing_only_failed_generation_falls_back_and_tokenizer_work_stays_on_one_thread(
+    responder, images, monkeypatch
+):
+    import threading
+
+    real_run, real_inputs, real_decode = responder._run, responder._inputs, responder._decode
+    threads: set[str] = set()
+
+    def out_of_memory_when_batched(inputs):
+        if inputs["input_ids"].shape[0] > 1:
+            raise RuntimeError("CUDA out of memory (simulated)")
+        return real_run(inputs)
+
+    def recorded(fn):
+        def call(*args):
+            threads.add(threading.current_thread().name)
+            return fn(*args)
+
+        return call
+
+    monkeypatch.setattr(responder, "_run", out_of_memory_when_batched)
+    monkeypatch.setattr(responder, "_inputs", recorded(real_inputs))
+    monkeypatch.setattr(responder, "_decode", recorded(real_decode))
+    answers = responder.answer([(images[0], "what"), (images[1], "how"), (images[2], "w2")])
+    assert all(isinstance(a, str) for a in answers), answers
+    # The processor and the tokenizer are never used by two threads at once: one worker does it all.
+    assert len(threads) == 1 and next(iter(threads)).startswith("vlm-prepare"), threads
 
 
 def test_plumbing_only_respond_maps_to_responses(tiny_model, images, tmp_path):

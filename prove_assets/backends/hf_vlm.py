@@ -13,6 +13,7 @@ An image that cannot be read at all is an Exception in its slot before the batch
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -134,14 +135,18 @@ class TransformersResponder:
             messages, chat_template=self._chat_template, add_generation_prompt=True, tokenize=False
         )
 
-    def _generate(self, images: list[Any], questions: list[str]) -> list[str]:
+    def _inputs(self, images: list[Any], questions: list[str]) -> Any:
+        """The processor's batch (CPU tensors) for these images and questions."""
         texts = [self.prompt(q) for q in questions]
         # One image per prompt, nested, so processors that group images per sample (Idefics3,
         # SmolVLM) see one image each; flat-list processors (LLaVA, Qwen2-VL) flatten it back.
         extra: dict[str, Any] = {}
         if self._bos_token and all(t.startswith(self._bos_token) for t in texts):
             extra["add_special_tokens"] = False  # the template wrote BOS already: not twice
-        inputs = self.processor(images=[[im] for im in images], text=texts, padding=True, return_tensors="pt", **extra)
+        return self.processor(images=[[im] for im in images], text=texts, padding=True, return_tensors="pt", **extra)
+
+    def _run(self, inputs: Any) -> Any:
+        """Greedy generation on the device; the new tokens' ids."""
         inputs = inputs.to(self.device)
         if "pixel_values" in inputs and self.model.dtype != self._torch.float32:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
@@ -152,6 +157,9 @@ class TransformersResponder:
             out = self.model.generate(**inputs, **gen_kwargs)
         if not getattr(self.model.config, "is_encoder_decoder", False):
             out = out[:, inputs["input_ids"].shape[1] :]
+        return out.cpu()
+
+    def _decode(self, out: Any) -> list[str]:
         return [t.strip() for t in self.processor.batch_decode(out, skip_special_tokens=True)]
 
     def answer(
@@ -159,23 +167,44 @@ class TransformersResponder:
         items: Sequence[tuple[str, str]],
         on_progress: Callable[[int, int], None] | None = None,
     ) -> list[str | Exception]:
-        """Answer (image_path, question) pairs; one str or Exception per item, same order."""
+        """Answer (image_path, question) pairs; one str or Exception per item, same order.
+
+        The next batch's images are read and processed on a worker thread while the model
+        generates the current one (on a GPU that CPU work took as long as generating, for a small
+        model at batch size 32: docs/performance.md). Every processor and tokenizer call runs on
+        that one thread: a fast tokenizer must not be used by two threads at once."""
         total = len(items)
         results: list[str | Exception] = [None] * total  # type: ignore[list-item]
-        for start in range(0, total, self.batch_size):
-            idx = list(range(start, min(start + self.batch_size, total)))
+        batches = [list(range(s, min(s + self.batch_size, total))) for s in range(0, total, self.batch_size)]
+
+        def prepare(idx: list[int]) -> tuple[dict[int, Any], Any]:
             loaded: dict[int, Any] = {}
             for i in idx:
                 try:
                     loaded[i] = load_image(items[i][0])
                 except Exception as exc:  # unreadable image: its slot only
                     results[i] = exc
-            ok = list(loaded)
-            if ok:
+            if not loaded:
+                return loaded, None
+            try:
+                return loaded, self._inputs(list(loaded.values()), [items[i][1] for i in loaded])
+            except Exception as exc:  # the processor rejects the batch: retried one by one below
+                return loaded, exc
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vlm-prepare") as worker:
+            upcoming = worker.submit(prepare, batches[0]) if batches else None
+            for k, idx in enumerate(batches):
+                loaded, inputs = upcoming.result()
+                if k + 1 < len(batches):
+                    upcoming = worker.submit(prepare, batches[k + 1])
+                ok = list(loaded)
                 try:
-                    answers = self._generate([loaded[i] for i in ok], [items[i][1] for i in ok])
-                    for i, a in zip(ok, answers, strict=True):
-                        results[i] = a
+                    if isinstance(inputs, Exception):
+                        raise inputs
+                    if ok:
+                        answers = worker.submit(self._decode, self._run(inputs)).result()
+                        for i, a in zip(ok, answers, strict=True):
+                            results[i] = a
                 except Exception as batch_exc:
                     self._free_cache()
                     for i in ok:  # retry one by one so a single bad item stays in its slot
@@ -183,11 +212,12 @@ class TransformersResponder:
                             results[i] = batch_exc
                             continue
                         try:
-                            results[i] = self._generate([loaded[i]], [items[i][1]])[0]
+                            one = worker.submit(self._inputs, [loaded[i]], [items[i][1]]).result()
+                            results[i] = worker.submit(self._decode, self._run(one)).result()[0]
                         except Exception as exc:
                             results[i] = exc
-            if on_progress is not None:
-                on_progress(idx[-1] + 1, total)
+                if on_progress is not None:
+                    on_progress(idx[-1] + 1, total)
         return results
 
     def _free_cache(self) -> None:
