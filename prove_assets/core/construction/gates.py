@@ -601,14 +601,14 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
     for tok in (source, obj):
         if tok.pos_ in ("VERB", "AUX") or tok.tag_.startswith("VB"):
             return f"{tok.text!r} is a verb in the caption, not a thing"
-    # "peeling in several spots", "trim around each square": no one thing "the spots" names
-    # (dev..dev11 kept: 3 flawed caught, 0 correct lost).
     # "thin shadows of the pipes across the bricks": the phrase places the depiction, not the thing
     # (dev..dev13 kept: 2 wrong caught, 1 correct lost).
     owner = source.head if source.dep_ == "poss" or (source.dep_ == "pobj" and source.head.lower_ == "of") else None
     owner = owner.head if owner is not None and owner.lower_ == "of" else owner
     if owner is not None and singular(owner.lower_) in _DEPICTIONS and singular(owner.lower_) != _head(fact.entity):
         return f"the caption says this of the {owner.text} of the {source.text}, not of the {source.text}"
+    # "peeling in several spots", "trim around each square": no one thing "the spots" names
+    # (dev..dev11 kept: 3 flawed caught, 0 correct lost).
     counted = [c for c in obj.children if c.dep_ in ("det", "amod", "predet", "nummod") and c.lower_ in _QUANTIFIERS]
     if counted:
         return f"the caption says '{counted[0].text} {obj.text}': not one thing to name"
