@@ -878,3 +878,22 @@ def test_a_name_cut_from_x_can_is_not_the_caption_s() -> None:
     verdict = wording_gate(doc, ["paint", "door"], "attribute", [attr("paint", "color", "gray")],
                            "What color is the paint?", "The paint is gray.")  # fmt: skip
     assert verdict is not None and verdict.verdict == "filtered_untrusted"
+
+
+@needs_parser
+def test_a_pattern_on_the_colour_the_verb_gives_is_part_of_the_answer() -> None:
+    doc = parsed("The kite is yellow with a red stripe along its tail. The mat is dark green with dark green spots.")
+    why = incomplete(doc, "attribute", [attr("kite", "color", "yellow")], ["kite", "mat"])
+    assert "stripe" in (why or "")
+    assert incomplete(doc, "attribute", [attr("kite", "color", "yellow and red")], ["kite", "mat"]) is None
+    # The pattern's colour is the answer's own, shade and all: nothing is left out.
+    assert incomplete(doc, "attribute", [attr("mat", "color", "dark green")], ["kite", "mat"]) is None
+    doc = parsed("The shell is light brown with dark brown bands.")
+    assert "bands" in (incomplete(doc, "attribute", [attr("shell", "color", "light brown")], ["shell"]) or "")
+
+
+@needs_parser
+def test_a_verb_the_tagger_hung_on_a_root_noun_is_no_thing() -> None:
+    doc = parsed("A single green pear lies on the table to the right of the bowl.")
+    assert verb_name(doc, "lies") is not None
+    assert verb_name(doc, "pear") is None
