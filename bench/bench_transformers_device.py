@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from prove_assets.backends.hf_vlm import TransformersResponder  # noqa: E402
+from prove_assets.backends.hf_vlm import TransformersResponder, load_image  # noqa: E402
 from prove_assets_tests.tiny_vlm import build_tiny_llava  # noqa: E402
 
 WORDS = ["what", "colour", "is", "the", "square", "how", "many", "?"] + [f"w{i}" for i in range(48)]
@@ -80,14 +80,11 @@ def throughput(model_dir: Path, items: list[tuple[str, str]], device: str, batch
     ours = r.answer(items)
     sync(device)
     t_ours = time.perf_counter() - t0
-    from prove_assets.backends.hf_vlm import load_image
-
     batches = []
     for s in range(0, len(items), batch):
         chunk = items[s : s + batch]
-        texts = [r.prompt(q) for _, q in chunk]
-        inputs = r.processor(images=[[load_image(p)] for p, _ in chunk], text=texts, padding=True,
-                             return_tensors="pt", add_special_tokens=False).to(device)  # fmt: skip
+        # The responder's own processor call, done before the clock starts.
+        inputs = r._inputs([load_image(p) for p, _ in chunk], [q for _, q in chunk]).to(device)
         inputs["pixel_values"] = inputs["pixel_values"].to(r.model.dtype)
         batches.append(inputs)
     sync(device)

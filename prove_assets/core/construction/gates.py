@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prove_assets.core.construction.canonical import name_key, word_class
-from prove_assets.core.construction.parse_extract import NON_DESCRIPTIVE, SPATIAL, parsed
+from prove_assets.core.construction.parse_extract import INTENSITY, NON_DESCRIPTIVE, SPATIAL, parsed
 from prove_assets.core.construction.verify import missing_facts, polarity
 from prove_assets.core.evaluation.strict import class_words
 from prove_assets.core.text import singular, split_words
@@ -826,14 +826,10 @@ def _coloured_part(
     return None
 
 
-# Words that tell a colour's shade ("dark brown bands" are not the "light brown" shell's colour).
-_SHADES = {"dark", "light", "pale", "deep", "bright"}
-
-
 def _shade_words(part: Any) -> set[str]:
     """The colour and shade words said before a noun ("small dark brown bands": dark, brown)."""
     said = part.doc[part.left_edge.i : part.i]
-    return {t.lower_ for t in said if t.lower_ in _SHADES} | {w for t in said for w in _colour_words(t.text)}
+    return {t.lower_ for t in said if t.lower_ in INTENSITY} | {w for t in said for w in _colour_words(t.text)}
 
 
 # Nouns that count or group the thing their "of" phrase names ("a pair of gloves").
