@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
+from prove_assets.core.construction.extraction import ask_tuples, extract_tuple_rows
 from prove_assets.core.construction.gates import GateVerdict
 from prove_assets.core.construction.generation import parse_pair, target_text, targeted_rows
 from prove_assets.core.construction.parse_extract import (
@@ -14,11 +15,13 @@ from prove_assets.core.construction.parse_extract import (
     available,
     combine,
     combine_chunks,
+    llm_can_add,
     parse_tuples_from_text,
 )
 from prove_assets.core.construction.targets import KINDS, CaptionCheck, around_program, candidate_targets, plan_targets
 from prove_assets.core.construction.verify import judge_pair, missing_facts, output_problem
 from prove_assets.core.reports.quality import gold_aliases, still_right_on_gold
+from prove_assets.core.requests import LLMRequest, LLMResult
 from prove_assets.core.sandbox import Sandbox
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.tuples import SceneTuple, graph_values, parse_tuples
@@ -439,6 +442,43 @@ def test_parser_reads_attributes_counts_text_and_relations_from_grammar() -> Non
     assert "boy holding net" not in combined  # an end the parser never saw is a phrase or a guess
     assert "roof of sign" not in combined  # a bare "of" is the parser's to read
     assert "sign is red" not in combined  # its attributes are not (the parser's are better: docs/construction.md)
+
+
+@needs_parser
+def test_a_text_the_llm_reading_cannot_change_is_read_by_the_parser_alone_with_the_same_tuples() -> None:
+    one_thing, related, unrelated = (
+        "The shorts are yellow.",
+        "A white cup sits on a small saucer.",
+        "The cup is blue and the saucer is white.",
+    )
+    assert not llm_can_add(one_thing) and not llm_can_add(related) and llm_can_add(unrelated)
+    # Whatever relations the LLM gives (between every pair of the parser's things, either way, and
+    # to things it never found), `combine` makes the same tuples of the first two texts.
+    for text in (one_thing, related):
+        names = [t.entity for t in parse_tuples_from_text(text) if t.kind == "entity"] + ["table"]
+        llm = [SceneTuple("relation", a, relation_type="spatial", predicate="near", target=b)
+               for a in names for b in names if a != b]  # fmt: skip
+        assert combine(llm, text) == combine([], text)
+    # The step asks only for the text whose reading can add a relation; the others get a result
+    # with no call, and the rows are the ones a request for every text would have made.
+    texts = [one_thing, unrelated, related]
+    keys = [{"qa_id": f"q{i}", "image_id": "img"} for i in range(len(texts))]
+    reply = parse_tuples({"relations": [["cup", "spatial", "beside", "saucer"], ["shorts", "spatial", "on", "cup"]]})
+    sent: list[str] = []
+
+    def ask(requests: list[LLMRequest], what: str) -> list[LLMResult]:
+        sent.extend(r.values["text"] for r in requests)
+        return [LLMResult(call_id=f"call-{len(sent)}-{n}", text="{}", data=reply) for n in range(len(requests))]
+
+    results = ask_tuples(ask, texts, keys, ["qa_id", "image_id"], "responses")
+    assert sent == [unrelated]
+    assert [r.call_id is None for r in results] == [True, False, True]
+    every = [LLMResult(call_id="c", text="{}", data=reply) for _ in texts]
+    columns = ["qa_id", "tuple_index", "text", "extractor", "error"]
+    ours = extract_tuple_rows(results, keys, ["qa_id", "image_id"], texts)[0][columns]
+    asked_all = extract_tuple_rows(every, keys, ["qa_id", "image_id"], texts)[0][columns]
+    assert ours.equals(asked_all)
+    assert "cup beside saucer" in set(ours["text"])  # the one request's relation is kept
 
 
 @needs_parser

@@ -48,3 +48,7 @@ class LLMResult:
     latency_s: float | None = None
     call_ids: list[str] = field(default_factory=list)  # every call made for it (incl. repair)
     error_kind: str | None = None  # see prove_assets.backends.endpoints.ERROR_KINDS
+
+
+# Sends requests (the label names them in progress lines) and returns their results in order.
+Ask = Callable[[list[LLMRequest], str], list[LLMResult]]

@@ -10,12 +10,13 @@ import pandas as pd
 from prove_assets.config import datasets_file
 from prove_assets.core.construction import stages
 from prove_assets.core.construction.canonical import canonical_version
-from prove_assets.core.construction.extraction import caption_chunk_inputs, extract_tuple_rows, tuples_request
+from prove_assets.core.construction.extraction import ask_tuples, caption_chunk_inputs, extract_tuple_rows
 from prove_assets.core.construction.generation import CANDIDATE_COLUMNS, construction_version, facts_from_json
 from prove_assets.core.construction.parse_extract import parser_version
 from prove_assets.core.construction.verify import COMPLEX_NODES, verdict_table
 from prove_assets.core.datasets import image_rows, load_registry, parse_shard_key
 from prove_assets.core.evaluation.strict import strict_scorer_version
+from prove_assets.core.requests import LLMResult
 from prove_assets.defs.common import SETTINGS, code_version, markdown_table, write_partition
 from prove_assets.defs.partitions import shard_partitions
 from prove_assets.defs.resources import (
@@ -42,9 +43,15 @@ def extract_and_write(
     """Extract tuples from each text (one cached LLM request each), canonicalise them and write
     the partition of `table`: the step shared by caption_tuples, answer_tuples and response_tuples."""
     with llm.ask(wh, context) as ask:
-        results = ask([tuples_request(t) for t in texts], what)
+        results = ask_tuples(ask, texts, keys, key_columns, what)
     df, dropped = extract_tuple_rows(results, keys, key_columns, texts)
-    return write_partition(context, wh, table, df, {**tuple_metadata(df, dropped, what), **ask.counts()})
+    meta = {**tuple_metadata(df, dropped, what), **ask.counts(), **parser_alone(results)}
+    return write_partition(context, wh, table, df, meta)
+
+
+def parser_alone(results: list[LLMResult]) -> dict[str, dg.MetadataValue]:
+    """How many texts the parser read alone: the LLM's reading could not have changed their tuples."""
+    return {"read_by_parser_alone": dg.MetadataValue.int(sum(not r.call_id and not r.error for r in results))}
 
 
 def tuple_metadata(df: pd.DataFrame, dropped: list[dict[str, Any]], what: str) -> dict[str, Any]:
@@ -297,10 +304,10 @@ def answer_tuples(
     keys = [{"qa_id": r.qa_id, "image_id": r.image_id} for r in extracted.itertuples()]
     texts = list(extracted["answer"])
     with llm.ask(wh, context) as ask:
-        results = ask([tuples_request(t) for t in texts], "answers")
+        results = ask_tuples(ask, texts, keys, ["qa_id", "image_id"], "answers")
     df, dropped = extract_tuple_rows(results, keys, ["qa_id", "image_id"], texts)
     planned = stages.target_fact_rows(kept, facts)
     df = pd.concat([pd.DataFrame(planned, columns=df.columns), df], ignore_index=True) if planned else df
-    meta = {**tuple_metadata(df, dropped, "answers"), **ask.counts()}
+    meta = {**tuple_metadata(df, dropped, "answers"), **ask.counts(), **parser_alone(results)}
     meta["from_target_facts"] = dg.MetadataValue.int(int(kept["qa_id"].isin(facts).sum()))
     return write_partition(context, wh, "answer_tuples", df, meta)

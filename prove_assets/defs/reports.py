@@ -258,7 +258,10 @@ def construction_quality(
     # One partition per LLM model and extractor setting, so variants stand side by side.
     models, setting = llm_model_of_calls(wh), f" | {extractor_setting()}"
     ct = wh.read("caption_tuples", {"image_id": list(measured)})
-    ct = ct[ct["error"].isna()].assign(llm_model=lambda d: d["call_id"].map(models).fillna("unknown") + setting)
+    ct = ct[ct["error"].isna()]
+    by_call = ct["call_id"].map(models)
+    # A chunk the parser read alone (no call: the LLM could add nothing) counts with the others' model.
+    ct = ct.assign(llm_model=by_call.fillna(by_call.mode().iloc[0] if by_call.notna().any() else "unknown") + setting)
     qa = wh.read("verified_qa", {"image_id": list(measured)})
     kept = qa[qa["verdict"] == "kept"] if len(qa) else pd.DataFrame(columns=PROGRAM_COLUMNS)
     if len(kept):

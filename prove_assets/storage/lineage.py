@@ -78,7 +78,9 @@ def qa_lineage(wh: Warehouse, qa_id: str) -> dict[str, Any]:
         "image": image,
         "caption_tuples": {
             "count": len(caption_tuples),
-            "call_ids": list(dict.fromkeys(t["call_id"] for t in caption_tuples)),
+            "call_ids": list(dict.fromkeys(t["call_id"] for t in caption_tuples if t.get("call_id"))),
+            # chunks with no call: the LLM's reading could not have changed their tuples
+            "parser_alone_chunks": len({t.get("chunk") for t in caption_tuples if not t.get("call_id")}),
             "run_id": caption_tuples[0]["run_id"] if caption_tuples else None,
             "tuples": [t["text"] for t in caption_tuples if t.get("text")],
             "errors": [t["error"] for t in caption_tuples if t.get("error")],
@@ -103,8 +105,9 @@ def format_lineage(d: dict[str, Any]) -> str:
         f"CAPTION {img.get('caption')}",
         "",
         f"CAPTION TUPLES  {d['caption_tuples']['count']} rows, "
-        f"from LLM calls {', '.join(d['caption_tuples']['call_ids'])}, "
-        f"run {d['caption_tuples']['run_id']}",
+        f"from LLM calls {', '.join(d['caption_tuples']['call_ids']) or '(none)'}"
+        + (f" and {n} chunk(s) the parser read alone" if (n := d["caption_tuples"].get("parser_alone_chunks")) else "")
+        + f", run {d['caption_tuples']['run_id']}",
         "  " + "; ".join(d["caption_tuples"]["tuples"][:40]) + (" ..." if d["caption_tuples"]["count"] > 40 else ""),
         *[f"  ERROR {e}" for e in d["caption_tuples"].get("errors", [])],
         "",

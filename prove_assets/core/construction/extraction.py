@@ -3,14 +3,15 @@ become (captions, answers and responses are all read this way)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from prove_assets.config import prompts_dir
-from prove_assets.core.construction.parse_extract import extract_text
+from prove_assets.core.construction.parse_extract import extract_text, llm_can_add
 from prove_assets.core.prompts import load_prompt
-from prove_assets.core.requests import LLMRequest, LLMResult
+from prove_assets.core.requests import Ask, LLMRequest, LLMResult
 from prove_assets.core.tuples import TUPLES_JSON_SCHEMA, SceneTuple, caption_chunks, parse_tuples, tuples_from_rows
 
 TUPLE_COLUMNS = ["kind", "entity", "attribute_type", "value", "relation_type", "predicate", "target", "text"]
@@ -35,13 +36,9 @@ def extract_tuple_rows(
     every key column but `chunk`): one row per tuple with its extractor (llm | parse), what it was
     normalised from and why, or one row with the error (kind NULL) when the LLM's extraction failed,
     so nothing disappears silently. Also returns the tuples the canonicalisation dropped, with why."""
-    group_columns = [c for c in key_columns if c != "chunk"]
-    groups: dict[tuple, list[int]] = {}
-    for i, key in enumerate(keys):
-        groups.setdefault(tuple(key[c] for c in group_columns), []).append(i)
     rows: list[dict[str, Any]] = []
     dropped_rows: list[dict[str, Any]] = []
-    for members in groups.values():
+    for members in _texts(keys, key_columns):
         ok = [i for i in members if not results[i].error]
         for i in members:
             if results[i].error:
@@ -63,6 +60,47 @@ def extract_tuple_rows(
         for d in dropped:
             dropped_rows.append({**keys[ok[d.chunk]], "tuple": d.tuple.text, "reason": d.reason})
     return pd.DataFrame(rows, columns=[*key_columns, *TUPLE_ROW_COLUMNS]), dropped_rows
+
+
+def _texts(keys: list[dict[str, Any]], key_columns: list[str]) -> list[list[int]]:
+    """The indices of each text's chunks (keys alike in every key column but `chunk`), in order."""
+    group_columns = [c for c in key_columns if c != "chunk"]
+    groups: dict[tuple, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(tuple(key[c] for c in group_columns), []).append(i)
+    return list(groups.values())
+
+
+def tuple_requests(
+    texts: list[str], keys: list[dict[str, Any]] | None = None, key_columns: Sequence[str] = ()
+) -> list[LLMRequest | None]:
+    """Each text's tuple-extraction request, or None where the LLM's reading could not change the
+    tuples (`llm_can_add`: the parser alone reads it). With `keys`, the chunks of one text (see
+    `extract_tuple_rows`) are judged with the others as their context, as `combine` reads them;
+    without, each text is whole."""
+    out: list[LLMRequest | None] = [None] * len(texts)
+    groups = _texts(keys, list(key_columns)) if keys is not None else [[i] for i in range(len(texts))]
+    for members in groups:
+        chunks = [texts[i] for i in members]
+        for n, i in enumerate(members):
+            if llm_can_add(chunks[n], chunks[:n], chunks[n + 1 :]):
+                out[i] = tuples_request(texts[i])
+    return out
+
+
+def ask_tuples(
+    ask: Ask,
+    texts: list[str],
+    keys: list[dict[str, Any]],
+    key_columns: list[str],
+    what: str,
+) -> list[LLMResult]:
+    """`ask` the tuple-extraction requests `tuple_requests` keeps; a text the parser alone reads
+    gets a result with no call and no LLM tuples. Results in the order of `texts`, for
+    `extract_tuple_rows`."""
+    requests = tuple_requests(texts, keys, key_columns)
+    sent = iter(ask([r for r in requests if r is not None], what))
+    return [LLMResult(call_id=None, text=None, data=[]) if r is None else next(sent) for r in requests]
 
 
 def tuples_request(text: str) -> LLMRequest:

@@ -817,6 +817,20 @@ def combine(
     return list(dict.fromkeys([*parsed, *anchored])), set(parsed)
 
 
+def llm_can_add(text: str, before: str | Sequence[str] = "", after: str | Sequence[str] = "") -> bool:
+    """Whether the LLM's reading of a text could change what `combine` makes of it: it keeps only
+    LLM relations between two different things the parser found and does not already relate, so
+    where the parser finds fewer than two things ("The shorts are yellow.") or relates every pair
+    of them, the parser's tuples are the text's whatever the LLM says, and asking it is wasted
+    model time. Always True when the parser is off (the LLM's tuples are then all there is)."""
+    if not enabled():
+        return True
+    parsed = parse_tuples_from_text(text, before, after)
+    entities = list(dict.fromkeys(t.entity for t in parsed if t.kind == "entity"))
+    related = {frozenset((t.entity, t.target)) for t in parsed if t.kind == "relation"}
+    return any(frozenset((a, b)) not in related for i, a in enumerate(entities) for b in entities[i + 1 :])
+
+
 def parse_chunks(texts: Sequence[str]) -> list[list[SceneTuple]]:
     """`parse_tuples_from_text` for each chunk of one text, the other chunks as its context."""
     return [parse_tuples_from_text(text, texts[:i], texts[i + 1 :]) for i, text in enumerate(texts)]

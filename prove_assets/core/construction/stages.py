@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from prove_assets.config import prompts_dir
-from prove_assets.core.construction.extraction import extract_tuple_rows, tuples_by, tuples_request
+from prove_assets.core.construction.extraction import ask_tuples, extract_tuple_rows, tuples_by
 from prove_assets.core.construction.gates import (
     GateVerdict,
     entailment_gate,
@@ -43,13 +43,11 @@ from prove_assets.core.evaluation.evaluators import OBJECT_SYNONYMS
 from prove_assets.core.evaluation.stages import caption_answer_request
 from prove_assets.core.evaluation.strict import StrictEntailment
 from prove_assets.core.prompts import load_prompt
-from prove_assets.core.requests import LLMRequest, LLMResult
+from prove_assets.core.requests import Ask, LLMRequest, LLMResult
 from prove_assets.core.scene_graph import SceneGraph
 from prove_assets.core.tuples import SceneTuple
 from prove_assets.settings import Settings
 
-# Sends requests (the label names them in progress lines) and returns their results in order.
-Ask = Callable[[list[LLMRequest], str], list[LLMResult]]
 # Runs (program, scene graph JSON) jobs in the sandbox and returns their ProgramResults in order.
 RunPrograms = Callable[[list[tuple[str, str]]], list[Any]]
 
@@ -302,8 +300,8 @@ def gate_verified(
     # An absent-object pair states no fact ("No, there is no kite"): nothing for a reading to entail.
     todo = [i for i in todo if facts[i]]
     texts = [rows[i]["answer"] for i in todo]
-    results = ask([tuples_request(t) for t in texts], "answers read")
     keys = [{"qa_id": rows[i]["qa_id"], "image_id": rows[i]["image_id"]} for i in todo]
+    results = ask_tuples(ask, texts, keys, ["qa_id", "image_id"], "answers read")
     answers = tuples_by(extract_tuple_rows(results, keys, ["qa_id", "image_id"], texts)[0], "qa_id")
     caption = tuples_by(caption_tuples, "image_id")
     judge = StrictEntailment(embedder)
