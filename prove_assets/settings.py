@@ -109,6 +109,10 @@ class Settings:
         "PROVE_PARSE_EXTRACTOR", True, "`0`: the LLM extracts every tuple, without the dependency parser",
         lambda raw: raw != "0", "`1`",
     )  # fmt: skip
+    llm_relations: bool = env(
+        "PROVE_LLM_RELATIONS", True, "`0`: the parser alone extracts tuples (no extraction request; the LLM's "
+        "relations between the parser's things are left out); with `PROVE_PARSE_EXTRACTOR=1`", _flag, "`1`",
+    )  # fmt: skip
     qa_generator: str = env(
         "PROVE_QA_GENERATOR", "targeted", "`targeted` (targets planned from the scene graph, worded by the LLM) "
         "or `free` (the paper's: the LLM writes pairs and programs)",

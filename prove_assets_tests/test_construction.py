@@ -482,6 +482,27 @@ def test_a_text_the_llm_reading_cannot_change_is_read_by_the_parser_alone_with_t
 
 
 @needs_parser
+def test_without_the_llm_relations_the_parser_alone_extracts_and_nothing_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from prove_assets.core.construction import parse_extract
+
+    monkeypatch.setattr(parse_extract, "LLM_RELATIONS", False)
+    texts = ["The cup is blue and the saucer is white.", "A boy holds a green net beside a red boat."]
+    keys = [{"qa_id": f"q{i}", "image_id": "img"} for i in range(len(texts))]
+
+    def ask(requests: list[LLMRequest], what: str) -> list[LLMResult]:
+        assert not requests, "no extraction request without the LLM's relations"
+        return []
+
+    rows = extract_tuple_rows(ask_tuples(ask, texts, keys, ["qa_id", "image_id"], "responses"), keys,
+                              ["qa_id", "image_id"], texts)[0]  # fmt: skip
+    assert set(rows["extractor"]) == {"parse"} and rows["call_id"].isna().all()
+    assert {"cup is blue", "saucer is white", "net is green"} <= set(rows["text"])
+    assert parse_extract.extractor_setting() == "parse" and parse_extract.parser_version().endswith("-alone")
+
+
+@needs_parser
 def test_parser_keeps_misread_verbs_hyphenated_words_and_quotes_out_of_names_and_grades_colours() -> None:
     texts = _texts(
         parse_tuples_from_text(

@@ -765,6 +765,8 @@ def parse_tuples_from_text(
 
 
 ENABLED = Settings.from_env().parse_extractor
+# Whether the LLM's relations join the parser's (`PROVE_LLM_RELATIONS`; off: no extraction request).
+LLM_RELATIONS = Settings.from_env().llm_relations
 
 
 def anchor(name: str, entities: Sequence[str]) -> str | None:
@@ -822,9 +824,12 @@ def llm_can_add(text: str, before: str | Sequence[str] = "", after: str | Sequen
     LLM relations between two different things the parser found and does not already relate, so
     where the parser finds fewer than two things ("The shorts are yellow.") or relates every pair
     of them, the parser's tuples are the text's whatever the LLM says, and asking it is wasted
-    model time. Always True when the parser is off (the LLM's tuples are then all there is)."""
+    model time. Always True when the parser is off (the LLM's tuples are then all there is), and
+    always False when the LLM's relations are (`PROVE_LLM_RELATIONS=0`)."""
     if not enabled():
         return True
+    if not LLM_RELATIONS:
+        return False
     parsed = parse_tuples_from_text(text, before, after)
     entities = list(dict.fromkeys(t.entity for t in parsed if t.kind == "entity"))
     related = {frozenset((t.entity, t.target)) for t in parsed if t.kind == "relation"}
@@ -866,7 +871,9 @@ def enabled() -> bool:
 
 def extractor_setting() -> str:
     """How tuples are extracted now, as construction_quality names its partitions."""
-    return "parse + llm relations" if enabled() else "llm"
+    if not enabled():
+        return "llm"
+    return "parse + llm relations" if LLM_RELATIONS else "parse"
 
 
 def parser_version() -> str:
@@ -876,4 +883,5 @@ def parser_version() -> str:
 
     if not enabled():
         return "off"
-    return f"{PIPELINE}-{hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]}"
+    alone = "" if LLM_RELATIONS else "-alone"
+    return f"{PIPELINE}-{hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]}{alone}"
