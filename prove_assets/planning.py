@@ -246,7 +246,7 @@ class Planner:
         stable = True
 
         texts, keys = caption_chunk_inputs(ok_images, self.settings.caption_chunk_words)
-        self.dry_run("caption_tuples", shard, _sent(tuple_requests(texts, keys, ["image_id", "chunk"])))
+        self.dry_run("caption_tuples", shard, _sent(tuple_requests(texts, keys, ["image_id", "chunk"], caption=True)))
         stable = self._settled()
 
         graphs = self.wh.read("scene_graphs", {"shard": shard})

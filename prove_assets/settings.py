@@ -48,6 +48,12 @@ class LLMSettings:
         return "llamacpp" if self.embedded else "json_schema"
 
 
+def _relations(raw: str) -> str:
+    if raw not in ("all", "captions", "none"):
+        raise ValueError(f"PROVE_LLM_RELATIONS must be all, captions or none, not {raw!r}")
+    return raw
+
+
 def _flag(raw: str) -> bool:
     return raw.strip().lower() in ("1", "true", "yes")
 
@@ -109,9 +115,10 @@ class Settings:
         "PROVE_PARSE_EXTRACTOR", True, "`0`: the LLM extracts every tuple, without the dependency parser",
         lambda raw: raw != "0", "`1`",
     )  # fmt: skip
-    llm_relations: bool = env(
-        "PROVE_LLM_RELATIONS", True, "`0`: the parser alone extracts tuples (no extraction request; the LLM's "
-        "relations between the parser's things are left out); with `PROVE_PARSE_EXTRACTOR=1`", _flag, "`1`",
+    llm_relations: str = env(
+        "PROVE_LLM_RELATIONS", "captions", "which texts the LLM reads for relations between the parser's things: "
+        "`captions` (reference answers and responses are the parser's alone), `all`, or `none` (no extraction "
+        "request); with `PROVE_PARSE_EXTRACTOR=1`", _relations,
     )  # fmt: skip
     qa_generator: str = env(
         "PROVE_QA_GENERATOR", "targeted", "`targeted` (targets planned from the scene graph, worded by the LLM) "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
-from prove_assets.core.construction.extraction import ask_tuples, extract_tuple_rows
+from prove_assets.core.construction.extraction import ask_tuples, extract_tuple_rows, tuple_requests
 from prove_assets.core.construction.gates import GateVerdict
 from prove_assets.core.construction.generation import parse_pair, target_text, targeted_rows
 from prove_assets.core.construction.parse_extract import (
@@ -445,7 +445,12 @@ def test_parser_reads_attributes_counts_text_and_relations_from_grammar() -> Non
 
 
 @needs_parser
-def test_a_text_the_llm_reading_cannot_change_is_read_by_the_parser_alone_with_the_same_tuples() -> None:
+def test_a_text_the_llm_reading_cannot_change_is_read_by_the_parser_alone_with_the_same_tuples(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from prove_assets.core.construction import parse_extract
+
+    monkeypatch.setattr(parse_extract, "LLM_RELATIONS", "all")  # responses read by the LLM too
     one_thing, related, unrelated = (
         "The shorts are yellow.",
         "A white cup sits on a small saucer.",
@@ -482,24 +487,29 @@ def test_a_text_the_llm_reading_cannot_change_is_read_by_the_parser_alone_with_t
 
 
 @needs_parser
-def test_without_the_llm_relations_the_parser_alone_extracts_and_nothing_is_asked(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("relations", ["captions", "none"])
+def test_texts_the_llm_is_not_asked_to_read_are_the_parsers_alone(
+    monkeypatch: pytest.MonkeyPatch, relations: str
 ) -> None:
     from prove_assets.core.construction import parse_extract
 
-    monkeypatch.setattr(parse_extract, "LLM_RELATIONS", False)
+    monkeypatch.setattr(parse_extract, "LLM_RELATIONS", relations)
     texts = ["The cup is blue and the saucer is white.", "A boy holds a green net beside a red boat."]
     keys = [{"qa_id": f"q{i}", "image_id": "img"} for i in range(len(texts))]
 
     def ask(requests: list[LLMRequest], what: str) -> list[LLMResult]:
-        assert not requests, "no extraction request without the LLM's relations"
+        assert not requests, "no extraction request for a reference answer or a response"
         return []
 
     rows = extract_tuple_rows(ask_tuples(ask, texts, keys, ["qa_id", "image_id"], "responses"), keys,
                               ["qa_id", "image_id"], texts)[0]  # fmt: skip
     assert set(rows["extractor"]) == {"parse"} and rows["call_id"].isna().all()
     assert {"cup is blue", "saucer is white", "net is green"} <= set(rows["text"])
-    assert parse_extract.extractor_setting() == "parse" and parse_extract.parser_version().endswith("-alone")
+    # Caption chunks: asked with `captions` (both texts name two things the parser does not relate).
+    caption_keys = [{"image_id": "img", "chunk": i} for i in range(len(texts))]
+    asked = [r is not None for r in tuple_requests(texts, caption_keys, ["image_id", "chunk"], caption=True)]
+    assert asked == ([True, True] if relations == "captions" else [False, False])
+    assert parse_extract.parser_version().endswith("-none") == (relations == "none")
 
 
 @needs_parser

@@ -39,11 +39,13 @@ def extract_and_write(
     keys: list[dict[str, Any]],
     key_columns: list[str],
     what: str,
+    caption: bool = False,
 ) -> dg.MaterializeResult:
-    """Extract tuples from each text (one cached LLM request each), canonicalise them and write
-    the partition of `table`: the step shared by caption_tuples, answer_tuples and response_tuples."""
+    """Extract tuples from each text (one cached LLM request each where the LLM's reading can add
+    to the parser's), canonicalise them and write the partition of `table`: the step shared by
+    caption_tuples (`caption`) and response_tuples."""
     with llm.ask(wh, context) as ask:
-        results = ask_tuples(ask, texts, keys, key_columns, what)
+        results = ask_tuples(ask, texts, keys, key_columns, what, caption)
     df, dropped = extract_tuple_rows(results, keys, key_columns, texts)
     meta = {**tuple_metadata(df, dropped, what), **ask.counts(), **parser_alone(results)}
     return write_partition(context, wh, table, df, meta)
@@ -114,7 +116,7 @@ def caption_tuples(
     wh = warehouse.get()
     imgs = wh.read("images", {"shard": context.partition_key})
     texts, keys = caption_chunk_inputs(imgs, SETTINGS.caption_chunk_words)
-    return extract_and_write(context, wh, llm, "caption_tuples", texts, keys, ["image_id", "chunk"], "captions")
+    return extract_and_write(context, wh, llm, "caption_tuples", texts, keys, ["image_id", "chunk"], "captions", True)
 
 
 @dg.asset(
@@ -293,8 +295,7 @@ def answer_tuples(
 ) -> dg.MaterializeResult:
     """Tuples g(A) of every kept ground-truth answer: what helpfulness measures recall against.
     For a planned (targeted) pair they are its target's facts, exactly what its program verified;
-    free-generation answers are extracted with the same prompt and canonicalisation as captions
-    and responses."""
+    free-generation answers are read as responses are."""
     wh = warehouse.get()
     shard = {"shard": context.partition_key}
     qa = wh.read("verified_qa", shard)

@@ -137,9 +137,10 @@ def model_responses(
 def response_tuples(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, llm: LLMResource
 ) -> dg.MaterializeResult:
-    """Tuples g(Â) extracted from each response with the same prompt and canonicalisation as
-    captions and answers. An empty response has no tuples; a failed extraction is one row with
-    the error."""
+    """Tuples g(Â) of each response, read as reference answers are: by the dependency parser and
+    the canonicalisation captions go through (the LLM adds its relations only with
+    `PROVE_LLM_RELATIONS=all`). An empty response has no tuples; a failed extraction is one row
+    with the error."""
     wh = warehouse.get()
     keys, texts = stages.response_tuple_inputs(wh.read("model_responses", partition_columns(context)))
     return extract_and_write(context, wh, llm, "response_tuples", texts, keys, ["qa_id", "image_id"], "responses")

@@ -261,7 +261,7 @@ def construction_quality(
     ct = ct[ct["error"].isna()]
     by_call = ct["call_id"].map(models)
     # A chunk the parser read alone (no call: the LLM could add nothing) counts with the others' model.
-    ct = ct.assign(llm_model=by_call.fillna(by_call.mode().iloc[0] if by_call.notna().any() else "unknown") + setting)
+    ct = ct.assign(llm_model=by_call.fillna(by_call.mode().iloc[0] if by_call.notna().any() else "no LLM") + setting)
     qa = wh.read("verified_qa", {"image_id": list(measured)})
     kept = qa[qa["verdict"] == "kept"] if len(qa) else pd.DataFrame(columns=PROGRAM_COLUMNS)
     if len(kept):

@@ -72,18 +72,18 @@ def _texts(keys: list[dict[str, Any]], key_columns: list[str]) -> list[list[int]
 
 
 def tuple_requests(
-    texts: list[str], keys: list[dict[str, Any]] | None = None, key_columns: Sequence[str] = ()
+    texts: list[str], keys: list[dict[str, Any]] | None = None, key_columns: Sequence[str] = (), caption: bool = False
 ) -> list[LLMRequest | None]:
     """Each text's tuple-extraction request, or None where the LLM's reading could not change the
-    tuples (`llm_can_add`: the parser alone reads it). With `keys`, the chunks of one text (see
-    `extract_tuple_rows`) are judged with the others as their context, as `combine` reads them;
-    without, each text is whole."""
+    tuples or is not asked for (`llm_can_add`: the parser alone reads it). With `keys`, the chunks
+    of one text (see `extract_tuple_rows`) are judged with the others as their context, as
+    `combine` reads them; without, each text is whole. `caption`: the texts are caption chunks."""
     out: list[LLMRequest | None] = [None] * len(texts)
     groups = _texts(keys, list(key_columns)) if keys is not None else [[i] for i in range(len(texts))]
     for members in groups:
         chunks = [texts[i] for i in members]
         for n, i in enumerate(members):
-            if llm_can_add(chunks[n], chunks[:n], chunks[n + 1 :]):
+            if llm_can_add(chunks[n], chunks[:n], chunks[n + 1 :], caption):
                 out[i] = tuples_request(texts[i])
     return out
 
@@ -94,11 +94,12 @@ def ask_tuples(
     keys: list[dict[str, Any]],
     key_columns: list[str],
     what: str,
+    caption: bool = False,
 ) -> list[LLMResult]:
     """`ask` the tuple-extraction requests `tuple_requests` keeps; a text the parser alone reads
     gets a result with no call and no LLM tuples. Results in the order of `texts`, for
     `extract_tuple_rows`."""
-    requests = tuple_requests(texts, keys, key_columns)
+    requests = tuple_requests(texts, keys, key_columns, caption)
     sent = iter(ask([r for r in requests if r is not None], what))
     return [LLMResult(call_id=None, text=None, data=[]) if r is None else next(sent) for r in requests]
 

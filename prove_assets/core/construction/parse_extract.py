@@ -765,7 +765,7 @@ def parse_tuples_from_text(
 
 
 ENABLED = Settings.from_env().parse_extractor
-# Whether the LLM's relations join the parser's (`PROVE_LLM_RELATIONS`; off: no extraction request).
+# Which texts the LLM reads for relations between the parser's things (`PROVE_LLM_RELATIONS`).
 LLM_RELATIONS = Settings.from_env().llm_relations
 
 
@@ -819,16 +819,19 @@ def combine(
     return list(dict.fromkeys([*parsed, *anchored])), set(parsed)
 
 
-def llm_can_add(text: str, before: str | Sequence[str] = "", after: str | Sequence[str] = "") -> bool:
+def llm_can_add(
+    text: str, before: str | Sequence[str] = "", after: str | Sequence[str] = "", caption: bool = True
+) -> bool:
     """Whether the LLM's reading of a text could change what `combine` makes of it: it keeps only
     LLM relations between two different things the parser found and does not already relate, so
     where the parser finds fewer than two things ("The shorts are yellow.") or relates every pair
     of them, the parser's tuples are the text's whatever the LLM says, and asking it is wasted
-    model time. Always True when the parser is off (the LLM's tuples are then all there is), and
-    always False when the LLM's relations are (`PROVE_LLM_RELATIONS=0`)."""
+    model time. Always True when the parser is off (the LLM's tuples are then all there is);
+    False for every text with `PROVE_LLM_RELATIONS=none`, and for a text that is no `caption`
+    (a reference answer, a response) with `captions`."""
     if not enabled():
         return True
-    if not LLM_RELATIONS:
+    if LLM_RELATIONS == "none" or (LLM_RELATIONS == "captions" and not caption):
         return False
     parsed = parse_tuples_from_text(text, before, after)
     entities = list(dict.fromkeys(t.entity for t in parsed if t.kind == "entity"))
@@ -873,7 +876,7 @@ def extractor_setting() -> str:
     """How tuples are extracted now, as construction_quality names its partitions."""
     if not enabled():
         return "llm"
-    return "parse + llm relations" if LLM_RELATIONS else "parse"
+    return {"all": "parse + llm relations", "captions": "parse + llm relations of captions"}.get(LLM_RELATIONS, "parse")
 
 
 def parser_version() -> str:
@@ -883,5 +886,5 @@ def parser_version() -> str:
 
     if not enabled():
         return "off"
-    alone = "" if LLM_RELATIONS else "-alone"
-    return f"{PIPELINE}-{hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]}{alone}"
+    relations = "" if LLM_RELATIONS == "captions" else f"-{LLM_RELATIONS}"
+    return f"{PIPELINE}-{hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]}{relations}"
