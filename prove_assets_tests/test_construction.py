@@ -510,6 +510,8 @@ def test_texts_the_llm_is_not_asked_to_read_are_the_parsers_alone(
     asked = [r is not None for r in tuple_requests(texts, caption_keys, ["image_id", "chunk"], caption=True)]
     assert asked == ([True, True] if relations == "captions" else [False, False])
     assert parse_extract.parser_version().endswith("-none") == (relations == "none")
+    # construction_quality measures captions, which `captions` reads as `all` does.
+    assert parse_extract.extractor_setting() == ("parse" if relations == "none" else "parse + llm relations")
 
 
 @needs_parser

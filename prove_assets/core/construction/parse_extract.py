@@ -873,10 +873,11 @@ def enabled() -> bool:
 
 
 def extractor_setting() -> str:
-    """How tuples are extracted now, as construction_quality names its partitions."""
+    """How captions' tuples are extracted now, as construction_quality names its partitions (`all`
+    and `captions` read captions alike)."""
     if not enabled():
         return "llm"
-    return {"all": "parse + llm relations", "captions": "parse + llm relations of captions"}.get(LLM_RELATIONS, "parse")
+    return "parse" if LLM_RELATIONS == "none" else "parse + llm relations"
 
 
 def parser_version() -> str:
