@@ -51,7 +51,8 @@ RESPONSE_COLUMNS = ["qa_id", "image_id", "backend", "question", "response", "lat
 
 def response_tuple_inputs(responses: pd.DataFrame) -> tuple[list[dict[str, Any]], list[str]]:
     """The responses tuple extraction reads (no error, not empty): their keys and texts, in the
-    order of `responses`. Each becomes one `tuples_request(text)`."""
+    order of `responses`, for `extraction.ask_tuples` (the parser reads them; the LLM too only with
+    `PROVE_LLM_RELATIONS=all`)."""
     resp = responses
     ok = resp[resp["error"].isna() & resp["response"].fillna("").str.strip().astype(bool)] if len(resp) else resp
     keys = [{"qa_id": r.qa_id, "image_id": r.image_id} for r in ok.itertuples()]
