@@ -1,6 +1,7 @@
 """Model time the parser saves by reading a text alone (issue 33). The LLM's tuple extraction can
 only add relations between two things the parser found and does not relate (`combine`), so
-`tuple_requests` sends no request for a text with fewer than two such things. Per kind of text a
+`tuple_requests` sends no request for a text with fewer than two such things (and, by default,
+none for a reference answer or a response: `PROVE_LLM_RELATIONS`). Per kind of text a
 built DAGSTER_HOME's steps read (caption chunks, reference answers read by the entailment gate,
 each model's responses): the requests before and after, and the model seconds and output tokens
 the ledger recorded for them when they were sent live. The tuples are the same either way (the
@@ -54,10 +55,12 @@ def main(ledgers: list[Path]) -> None:
         ok = group[group["error"].isna() & group["response"].fillna("").str.strip().astype(bool)]
         kinds[f"responses of {model}"] = (list(ok["response"]), None, [])
     ledger = recorded(ledgers)
+    print(f"after = the requests sent now (PROVE_LLM_RELATIONS={settings.llm_relations}); before = every text's")
     print(f"{'texts':28s} {'requests before':>15s} {'after':>6s} {'model s before':>14s} {'after':>7s} "
           f"{'out tokens before':>17s} {'after':>6s} {'s per text before':>17s} {'after':>6s}")  # fmt: skip
     for kind, (texts, keys, columns) in kinds.items():
-        sent = [t for t, r in zip(texts, tuple_requests(texts, keys, columns), strict=True) if r is not None]
+        requests = tuple_requests(texts, keys, columns, caption=keys is not None)  # only captions come with keys
+        sent = [t for t, r in zip(texts, requests, strict=True) if r is not None]
         known = [t for t in texts if t in ledger]
         if not texts:
             continue
