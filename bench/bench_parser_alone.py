@@ -44,22 +44,23 @@ def main(ledgers: list[Path]) -> None:
     wh = Warehouse(warehouse_location())
     settings = Settings()
     images = wh.read("images")
-    kinds: dict[str, tuple[list[str], list[dict] | None, list[str]]] = {}
+    # per kind: its texts, their keys and key columns (a caption's chunks), and whether they are captions
+    kinds: dict[str, tuple[list[str], list[dict] | None, list[str], bool]] = {}
     texts, keys = caption_chunk_inputs(images, settings.caption_chunk_words)
-    kinds["caption chunks"] = (texts, keys, ["image_id", "chunk"])
+    kinds["caption chunks"] = (texts, keys, ["image_id", "chunk"], True)
     qa = wh.read("verified_qa")
     reached = qa["verdict"].isin(["kept", "filtered_unentailed", "flagged"]) & (qa["generator"] == "targeted")
-    kinds["answers read by the gate"] = (list(qa[reached & (qa["kind"] != "absent")]["answer"]), None, [])
+    kinds["answers read by the gate"] = (list(qa[reached & (qa["kind"] != "absent")]["answer"]), None, [], False)
     responses = wh.read("model_responses")  # empty where no model was evaluated
     for model, group in responses.groupby("model") if len(responses) else []:
         ok = group[group["error"].isna() & group["response"].fillna("").str.strip().astype(bool)]
-        kinds[f"responses of {model}"] = (list(ok["response"]), None, [])
+        kinds[f"responses of {model}"] = (list(ok["response"]), None, [], False)
     ledger = recorded(ledgers)
     print(f"after = the requests sent now (PROVE_LLM_RELATIONS={settings.llm_relations}); before = every text's")
     print(f"{'texts':28s} {'requests before':>15s} {'after':>6s} {'model s before':>14s} {'after':>7s} "
           f"{'out tokens before':>17s} {'after':>6s} {'s per text before':>17s} {'after':>6s}")  # fmt: skip
-    for kind, (texts, keys, columns) in kinds.items():
-        requests = tuple_requests(texts, keys, columns, caption=keys is not None)  # only captions come with keys
+    for kind, (texts, keys, columns, caption) in kinds.items():
+        requests = tuple_requests(texts, keys, columns, caption)
         sent = [t for t, r in zip(texts, requests, strict=True) if r is not None]
         known = [t for t in texts if t in ledger]
         if not texts:

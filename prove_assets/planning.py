@@ -22,7 +22,7 @@ import pandas as pd
 from prove_assets.backends.dry_run import DryRunGateway, PendingRequest, PlanLedger, RecordedCalls
 from prove_assets.backends.responders import ModelSpec, Question, load_models, response_requests
 from prove_assets.config import LEDGER_PATH, datasets_file, models_file, prompts_dir, warehouse_path
-from prove_assets.core.construction.extraction import caption_chunk_inputs, tuple_requests
+from prove_assets.core.construction.extraction import caption_chunk_inputs, to_send, tuple_requests
 from prove_assets.core.construction.stages import planned_facts, qa_generation_inputs
 from prove_assets.core.cost import Estimate, Price, UsageProfile, estimate, pick_profile, usage_profiles
 from prove_assets.core.datasets import Record, load_registry, parse_shard_key, read_shard, registered_shards
@@ -246,7 +246,7 @@ class Planner:
         stable = True
 
         texts, keys = caption_chunk_inputs(ok_images, self.settings.caption_chunk_words)
-        self.dry_run("caption_tuples", shard, _sent(tuple_requests(texts, keys, ["image_id", "chunk"], caption=True)))
+        self.dry_run("caption_tuples", shard, to_send(tuple_requests(texts, keys, ["image_id", "chunk"], caption=True)))
         stable = self._settled()
 
         graphs = self.wh.read("scene_graphs", {"shard": shard})
@@ -266,7 +266,7 @@ class Planner:
         if stable and len(qa):
             reached = qa["verdict"].isin(["kept", "filtered_unentailed", "flagged"]) & (qa["generator"] == "targeted")
             read = qa[reached & (qa["kind"] != "absent")]  # an absent-object "no" states nothing to read
-            self.dry_run("verified_qa", shard, _sent(tuple_requests(list(read["answer"]))))
+            self.dry_run("verified_qa", shard, to_send(tuple_requests(list(read["answer"]))))
         else:
             why = "QA pairs not verified yet: one answer read per verified pair, about one per target"
             self.estimated("verified_qa", shard, "extract_tuples", len(ok_images) * self.settings.qa_targets, why)
@@ -282,7 +282,7 @@ class Planner:
 
         if stable:
             kept = qa[qa["verdict"] == "kept"]
-            self.dry_run("answer_tuples", shard, _sent(tuple_requests(self._extracted_answers(shard, kept))))
+            self.dry_run("answer_tuples", shard, to_send(tuple_requests(self._extracted_answers(shard, kept))))
         else:
             kept_n = int((qa["verdict"] == "kept").sum()) if len(qa) else None
             why = "kept pairs not known yet: one request per kept pair"
@@ -393,7 +393,7 @@ class Planner:
         )
         why = f"{unknown} responses are not known before the model answers: one request each"
         _, texts = response_tuple_inputs(responses)
-        self._known_and_unknown("response_tuples", part, "extract_tuples", _sent(tuple_requests(texts)), unknown, why)
+        self._known_and_unknown("response_tuples", part, "extract_tuples", to_send(tuple_requests(texts)), unknown, why)
         flagged = flagged_pairs(self.wh, shard)
         for kind in config.judge_kinds:
             settings = judge_endpoint(kind, self.llm, config.judge_vlm_base_url, config.judge_vlm_model,
@@ -460,8 +460,3 @@ def build_plan(
         for m in models or list(registry):
             planner.evaluation(s, registry[m], stable[s])
     return planner.plan
-
-
-def _sent(requests: list[LLMRequest | None]) -> list[LLMRequest]:
-    """The requests a step sends: a text the parser reads alone (None) sends none."""
-    return [r for r in requests if r is not None]

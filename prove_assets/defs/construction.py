@@ -116,7 +116,9 @@ def caption_tuples(
     wh = warehouse.get()
     imgs = wh.read("images", {"shard": context.partition_key})
     texts, keys = caption_chunk_inputs(imgs, SETTINGS.caption_chunk_words)
-    return extract_and_write(context, wh, llm, "caption_tuples", texts, keys, ["image_id", "chunk"], "captions", True)
+    return extract_and_write(
+        context, wh, llm, "caption_tuples", texts, keys, ["image_id", "chunk"], "captions", caption=True
+    )
 
 
 @dg.asset(

@@ -100,8 +100,13 @@ def ask_tuples(
     gets a result with no call and no LLM tuples. Results in the order of `texts`, for
     `extract_tuple_rows`."""
     requests = tuple_requests(texts, keys, key_columns, caption)
-    sent = iter(ask([r for r in requests if r is not None], what))
+    sent = iter(ask(to_send(requests), what))
     return [LLMResult(call_id=None, text=None, data=[]) if r is None else next(sent) for r in requests]
+
+
+def to_send(requests: list[LLMRequest | None]) -> list[LLMRequest]:
+    """The requests of `tuple_requests` a step sends: a text the parser reads alone (None) sends none."""
+    return [r for r in requests if r is not None]
 
 
 def tuples_request(text: str) -> LLMRequest:
