@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from prove_assets.backends.llm import LLMGateway, extract_json, salvage_truncated_json
 from prove_assets.backends.responders import ModelRegistryError, ModelSpec, load_models
 from prove_assets.core.construction.extraction import tuples_request
-from prove_assets.core.construction.generation import PAIR_SCHEMA, parse_pair, parse_qa_text
+from prove_assets.core.construction.generation import QUESTION_SCHEMA, parse_qa_text, parse_question
 from prove_assets.core.construction.stages import FILTER_SCHEMA, parse_judgements, repair_request
 from prove_assets.core.datasets import DatasetConfigError, DatasetSpec, Record, Skip, load_registry, read_shard
 from prove_assets.core.datasets import shard_count as dataset_shard_count
@@ -216,7 +216,7 @@ TUPLES_VALID = [
         "relations": [{"source": "cat", "type": "spatial", "predicate": "on", "target": "sofa"}],
     },
 ]
-PAIR_VALID = [{"question": "What color is the cat?", "answer": "orange"}]
+QUESTION_VALID = [{"question": "What color is the cat?"}]
 QA_TEXT_VALID = [
     "Q: What color is the cat?\nA: orange\n```python\nprint(g.get_attributes('cat'))\n```\n"
     "Q2. Is the cat on the sofa?\nA2. yes\n```\nprint('on' in str(g.get_outgoing_relations('cat')))\n```\n"
@@ -348,7 +348,7 @@ def _model_output_targets() -> list[FuzzTarget]:
     return [
         FuzzTarget(
             "extract_json",
-            model_texts([json.dumps(v) for v in TUPLES_VALID + PAIR_VALID], TUPLES_VALID + JUDGEMENT_VALID),
+            model_texts([json.dumps(v) for v in TUPLES_VALID + QUESTION_VALID], TUPLES_VALID + JUDGEMENT_VALID),
             lambda text, _: extract_json(text),
             object,
             ValueError,
@@ -371,9 +371,9 @@ def _model_output_targets() -> list[FuzzTarget]:
             lambda data, _: tuple_keys,
         ),
         FuzzTarget(
-            "parse_pair (word_qa, repair_wording)",
-            json_payloads(PAIR_VALID, ("question", "answer")),
-            lambda data, _: parse_pair(data),
+            "parse_question (word_qa, repair_wording)",
+            json_payloads(QUESTION_VALID, ("question",)),
+            lambda data, _: parse_question(data),
             dict,
             ValueError,
             lambda data, _: ["question"],
@@ -412,10 +412,10 @@ def _gateway_requests() -> dict[str, LLMRequest]:
     failed = {"verdict": "wrong_answer", "reason": "r", "program_output": "orange", "question": "Q?", "answer": "A"}
     return {
         "extract_tuples": tuples_request("An orange cat on a sofa."),
-        "word_qa": LLMRequest(None, {}, PAIR_SCHEMA, validate=parse_pair),  # type: ignore[arg-type]
+        "word_qa": LLMRequest(None, {}, QUESTION_SCHEMA, validate=parse_question),  # type: ignore[arg-type]
         "generate_qa": LLMRequest(None, {}, validate=parse_qa_text),  # type: ignore[arg-type]
-        "repair_wording": repair_request({**failed, "generator": "targeted"}, {}, None, SG_DICT),
-        "repair_program": repair_request({**failed, "generator": "free", "program": "print(1)"}, {}, None, SG_DICT),
+        "repair_wording": repair_request({**failed, "generator": "targeted"}, {}, SG_DICT),
+        "repair_program": repair_request({**failed, "generator": "free", "program": "print(1)"}, {}, SG_DICT),
         "filter_qa": LLMRequest(None, {}, FILTER_SCHEMA, validate=parse_judgements),  # type: ignore[arg-type]
         "judge_text": judge_request("text", question, "An orange cat."),
     }
@@ -424,17 +424,17 @@ def _gateway_requests() -> dict[str, LLMRequest]:
 def _gateway_targets() -> list[FuzzTarget]:
     valid_texts = {
         "extract_tuples": [json.dumps(v) for v in TUPLES_VALID],
-        "word_qa": [json.dumps(v) for v in PAIR_VALID],
+        "word_qa": [json.dumps(v) for v in QUESTION_VALID],
         "generate_qa": QA_TEXT_VALID,
-        "repair_wording": [json.dumps(v) for v in PAIR_VALID],
+        "repair_wording": [json.dumps(v) for v in QUESTION_VALID],
         "repair_program": QA_TEXT_VALID,
         "filter_qa": [json.dumps(v) for v in JUDGEMENTS_VALID],
         "judge_text": [json.dumps(v) for v in JUDGEMENT_VALID],
     }
     valid_objects = {
         "extract_tuples": TUPLES_VALID,
-        "word_qa": PAIR_VALID,
-        "repair_wording": PAIR_VALID,
+        "word_qa": QUESTION_VALID,
+        "repair_wording": QUESTION_VALID,
         "filter_qa": JUDGEMENTS_VALID,
         "judge_text": JUDGEMENT_VALID,
     }

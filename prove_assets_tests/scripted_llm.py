@@ -142,26 +142,11 @@ def judge_reply(body: dict[str, Any], last: str) -> dict[str, Any]:
     }
 
 
-def word_targets(last: str) -> dict[str, Any]:
-    """Wording of planned targets by rules: the instruction as the question, the facts as the
-    answer (yes/no first where the instruction asks one)."""
-    pairs = []
-    for m in re.finditer(r"^\d+\. (?P<ins>.+?) Facts: (?P<facts>.*)$", last, re.MULTILINE):
-        ins, facts = m["ins"], m["facts"]
-        question = ins.removeprefix("Ask ").split(" (")[0].rstrip(".") + "?"
-        if facts == "(none)":
-            thing = re.search(r"there is an? (\w+)", ins)
-            answer = f"No, there is no {thing[1] if thing else 'such thing'} in the picture."
-        else:
-            stated = [f.strip() for f in facts.split(";")]
-            answer = ". ".join(f"The {f}" for f in stated) + "."
-            if "yes/no" in ins:
-                answer = "Yes. " + answer
-            elif "same" in ins:
-                values = {f.split(" is ", 1)[-1] for f in stated}
-                answer = ("Yes. " if len(values) == 1 else "No. ") + answer
-        pairs.append({"question": question[0].upper() + question[1:], "answer": answer})
-    return {"pairs": pairs}
+def word_question(target: str) -> dict[str, str]:
+    """The question of a planned target by rules: its instruction as a question."""
+    instruction = target.split(" Answer: ", 1)[0]
+    question = instruction.removeprefix("Ask ").split(" (")[0].split(". Call it")[0].rstrip(".") + "?"
+    return {"question": question[0].upper() + question[1:]}
 
 
 def default_reply(body: dict[str, Any]) -> str:
@@ -178,11 +163,10 @@ def default_reply(body: dict[str, Any]) -> str:
         return "\n".join(
             f"Q: {p['question']}\nA: {p['answer']}\n```python\n{p['program']}\n```" for p in template_qa(sg, 12)
         )
-    if "turn facts about a photo" in system:
-        return json.dumps(word_targets("1. " + last)["pairs"][0])
-    if "fix a question-answer pair about a photo" in system:
-        question = last.split("Your pair: Q:", 1)[1].split(" A: ", 1)[0].strip()
-        return json.dumps({"question": question, "answer": last.split("Verified answer:", 1)[1].split("\n")[0].strip()})
+    if "You write the question of a question-answer pair" in system:
+        return json.dumps(word_question(last))
+    if "You fix the question of a question-answer pair" in system:
+        return json.dumps({"question": last.split("Your question:", 1)[1].split("\n")[0].strip()})
     if "fix a question-answer pair about an image and its verification" in system:
         pair = last.split("Q:", 1)[1]
         question = pair.split("\n", 1)[0].strip()

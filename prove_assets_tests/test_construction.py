@@ -9,7 +9,7 @@ import pytest
 from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
 from prove_assets.core.construction.extraction import ask_tuples, extract_tuple_rows, tuple_requests
 from prove_assets.core.construction.gates import GateVerdict
-from prove_assets.core.construction.generation import parse_pair, target_text, targeted_rows
+from prove_assets.core.construction.generation import parse_question, target_answer, target_text, targeted_rows
 from prove_assets.core.construction.parse_extract import (
     anchor,
     available,
@@ -326,11 +326,12 @@ def test_answer_must_state_the_facts_and_agree_on_yes_no() -> None:
 def test_wording_parser_and_rows_keep_every_target() -> None:
     sg = SceneGraph.from_tuples(CAPTION, TUPLES)
     targets = plan_targets(sg, 4)
-    assert "Facts: " in target_text(targets[0])
-    pair = parse_pair({"question": " What color is the boat? ", "answer": "It is red."})
-    assert pair == {"question": "What color is the boat?", "answer": "It is red."}
+    # The model is shown the instruction and the answer code wrote; it words only the question.
+    assert f" Answer: {target_answer(targets[0])}" in target_text(targets[0])
+    pair = parse_question({"question": " What color is the boat? ", "answer": "ignored"})
+    assert pair == {"question": "What color is the boat?"}
     with pytest.raises(ValueError):
-        parse_pair({"question": "x"})
+        parse_question({"answer": "x"})
     worded = [
         (pair, "c0", None),
         (None, "c1", "malformed JSON after one repair"),
@@ -341,6 +342,7 @@ def test_wording_parser_and_rows_keep_every_target() -> None:
     gated = [None, None, None, None, GateVerdict("untrusted", "no sentence says so")]
     rows = targeted_rows("img", [*targets, targets[0]], worded, gated)
     assert len(rows) == 5 and rows[0]["error"] is None and rows[0]["generator"] == "targeted"
+    assert rows[0]["question"] == "What color is the boat?" and rows[0]["answer"] == target_answer(targets[0])
     assert rows[1]["qa_id"] == "img-t1-failed" and "malformed" in rows[1]["error"]
     assert rows[2]["error"] == "same question as an earlier target" and rows[3]["error"]
     # A target a gate dropped before wording: a row with the gate's verdict, no question, no call.

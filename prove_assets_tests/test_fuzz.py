@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 
 from prove_assets.backends.llm import LLMGateway, extract_json, salvage_truncated_json
 from prove_assets.backends.responders import ModelRegistryError, load_models
-from prove_assets.core.construction.generation import PAIR_SCHEMA, parse_pair, parse_qa_text
+from prove_assets.core.construction.generation import QUESTION_SCHEMA, parse_qa_text, parse_question
 from prove_assets.core.datasets import DatasetConfigError, DatasetSpec, Record, Skip, load_registry, read_shard
 from prove_assets.core.requests import LLMRequest
 from prove_assets.core.scene_graph_io import SceneGraphFormatError, parse_scene_graph, read_scene_graph_file
@@ -56,7 +56,7 @@ def fuzz(name: str):
 test_extract_json = fuzz("extract_json")
 test_salvage_truncated_json = fuzz("salvage_truncated_json")
 test_parse_tuples = fuzz("parse_tuples")
-test_parse_pair = fuzz("parse_pair (word_qa, repair_wording)")
+test_parse_question = fuzz("parse_question (word_qa, repair_wording)")
 test_parse_qa_text = fuzz("parse_qa_text (generate_qa, repair_program)")
 test_parse_judgements = fuzz("parse_judgements (filter_qa)")
 test_parse_judgement = fuzz("parse_judgement (judge)")
@@ -130,8 +130,8 @@ def test_salvage_truncated_json_deep_or_mismatched() -> None:
 
 def test_half_a_surrogate_pair_is_rejected_as_json() -> None:
     # Before: accepted, and the question then failed qa_id() / DuckDB with UnicodeEncodeError.
-    text = '{"question": "What is \\ud800?", "answer": "a"}'
-    request = LLMRequest(None, {}, PAIR_SCHEMA, validate=parse_pair)  # type: ignore[arg-type]
+    text = '{"question": "What is \\ud800?"}'
+    request = LLMRequest(None, {}, QUESTION_SCHEMA, validate=parse_question)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="model output"):
         LLMGateway._parse(request, {"response": text, "finish_reason": "stop"})
     # A whole pair (an emoji) is fine.

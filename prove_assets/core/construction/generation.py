@@ -1,8 +1,9 @@
 """QA pair generation: the requests' inputs and the parsing of what the model wrote.
 
 Two generators, recorded per pair in the `generator` column:
-- `targeted` (default): the system plans targets (targets.py) and compiles their programs; the
-  model words a question and answer for each, one request per image (prompts/word_qa.md);
+- `targeted` (default): the system plans targets (targets.py) and compiles their programs; code
+  writes each answer from the target's facts (answers.py) and the model words the question, one
+  request per target (prompts/word_qa.md);
 - `free`: the paper's generation, the whole caption and scene graph -> 10-15 pairs each with its
   own program (prompts/generate_qa.md), for strong endpoints.
 """
@@ -15,6 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from prove_assets.core.construction.answers import reference_answer
 from prove_assets.core.construction.targets import Target
 from prove_assets.core.tuples import SceneTuple
 
@@ -51,25 +53,28 @@ def parse_qa_text(text: str) -> list[dict[str, str]]:
 
 
 # --- targeted wording ---------------------------------------------------------------------------
+def target_answer(target: Target) -> str:
+    """The reference answer of a target: code states its facts (answers.py)."""
+    return reference_answer(target.kind, target.facts, target.subject, target.called)
+
+
 def target_text(target: Target) -> str:
-    """A target as the wording prompt shows it: the instruction and its facts."""
-    return f"{target.instruction} Facts: {target.facts_text()}"
+    """A target as the wording prompt shows it: the instruction and the answer to ask for."""
+    return f"{target.instruction} Answer: {target_answer(target)}"
 
 
-PAIR_SCHEMA: dict[str, Any] = {
+QUESTION_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"question": {"type": "string"}, "answer": {"type": "string"}},
-    "required": ["question", "answer"],
+    "properties": {"question": {"type": "string"}},
+    "required": ["question"],
 }
 
 
-def parse_pair(data: Any) -> dict[str, str]:
-    """One worded pair {question, answer}; raises ValueError (one repair request) otherwise."""
-    if not (
-        isinstance(data, dict) and all(isinstance(data.get(k), str) and data[k].strip() for k in ("question", "answer"))
-    ):
-        raise ValueError('expected {"question": "...", "answer": "..."}')
-    return {"question": data["question"].strip(), "answer": data["answer"].strip()}
+def parse_question(data: Any) -> dict[str, str]:
+    """One worded question {question}; raises ValueError (the gateway's retry) otherwise."""
+    if not (isinstance(data, dict) and isinstance(data.get("question"), str) and data["question"].strip()):
+        raise ValueError('expected {"question": "..."}')
+    return {"question": data["question"].strip()}
 
 
 def facts_json(facts: Sequence[SceneTuple]) -> str:
@@ -109,9 +114,10 @@ def targeted_rows(
     gated: Sequence[GateVerdict | None],
 ) -> list[dict[str, Any]]:
     """Candidate rows of one image's targets, given per target its gate verdict before wording
-    (`gated`: a GateVerdict, or None) and (pair, call_id, error) of its wording (None when gated):
-    a worded pair each, a row with the gate's verdict for a target never worded, or a row with
-    the reason when the model gave none (nothing disappears silently)."""
+    (`gated`: a GateVerdict, or None) and (question, call_id, error) of its wording (None when
+    gated): a worded question with the code's answer each, a row with the gate's verdict for a
+    target never worded, or a row with the reason when the model gave none (nothing disappears
+    silently)."""
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for i, (target, words, gate) in enumerate(zip(targets, worded, gated, strict=True)):
@@ -131,11 +137,12 @@ def targeted_rows(
             rows.append({**base, "qa_id": f"{image_id}-t{i}-gated", "question": None, "answer": None, "error": None,
                          "gate_verdict": gate.verdict, "gate_reason": f"gate {gate.gate}: {gate.reason}"})  # fmt: skip
             continue
-        pair, _, error = words or (None, None, None)
-        if pair is None:
+        worded_question, _, error = words or (None, None, None)
+        if worded_question is None:
             reason = error or "the model wrote no question/answer for this target"
             rows.append({**base, "qa_id": f"{image_id}-t{i}-failed", "question": None, "answer": None, "error": reason})
             continue
+        pair = {"question": worded_question["question"], "answer": target_answer(target)}
         qid = qa_id(image_id, pair["question"])
         if qid in seen:
             rows.append({**base, "qa_id": f"{image_id}-t{i}-duplicate", "question": pair["question"],

@@ -27,11 +27,11 @@ from prove_assets.core.construction.gates import (
 )
 from prove_assets.core.construction.generation import (
     CANDIDATE_COLUMNS,
-    PAIR_SCHEMA,
+    QUESTION_SCHEMA,
     facts_from_json,
     free_rows,
-    parse_pair,
     parse_qa_text,
+    parse_question,
     target_text,
     targeted_rows,
 )
@@ -119,7 +119,7 @@ def qa_generation_inputs(graphs: pd.DataFrame, settings: Settings) -> list[Image
         gated = [None if settings.qa_word_gated else target_gate(doc, nodes, t.kind, t.facts, parts) for t in targets]
         prompt = load_prompt(prompts_dir(), "word_qa")
         reqs = [
-            LLMRequest(prompt, {"target": target_text(t)}, PAIR_SCHEMA, validate=parse_pair, max_tokens=120)
+            LLMRequest(prompt, {"target": target_text(t)}, QUESTION_SCHEMA, validate=parse_question, max_tokens=80)
             for t, v in zip(targets, gated, strict=True)
             if v is None
         ]
@@ -142,26 +142,22 @@ def candidate_rows(plans: list[ImagePlan], results: list[LLMResult], generator: 
     return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
 
 
-def repair_request(
-    row: dict[str, Any], candidate: dict[str, Any], target_facts: list[SceneTuple] | None, sg_dict: dict[str, Any]
-) -> LLMRequest:
-    """One repair request for a pair that did not verify: targeted pairs are reworded against the
-    verified program output; free pairs get a new program and answer."""
+def repair_request(row: dict[str, Any], candidate: dict[str, Any], sg_dict: dict[str, Any]) -> LLMRequest:
+    """One repair request for a pair that did not verify: a targeted pair's question is reworded
+    (its answer is the code's); free pairs get a new program and answer."""
     problem = f"{row['verdict']}: {row['reason']}"
     if row["generator"] == "targeted":
         return LLMRequest(
             load_prompt(prompts_dir(), "repair_wording"),
             {
                 "instruction": candidate.get("instruction") or "",
-                "facts": "; ".join(t.text for t in target_facts or []) or "(none)",
-                "output": row["program_output"],
-                "question": row["question"],
                 "answer": row["answer"],
+                "question": row["question"],
                 "problem": problem,
             },
-            PAIR_SCHEMA,
-            validate=parse_pair,
-            max_tokens=160,
+            QUESTION_SCHEMA,
+            validate=parse_question,
+            max_tokens=80,
         )
     return LLMRequest(
         load_prompt(prompts_dir(), "repair_program"),
@@ -263,9 +259,7 @@ class Verifier:
         rows = self.verify(candidates, facts)
         todo = [i for i, row in enumerate(rows) if needs_repair(row)]
         requests = [
-            repair_request(
-                rows[i], candidates[i], facts[i], SceneGraph.from_json(self.graphs[rows[i]["image_id"]]).sg_dict
-            )
+            repair_request(rows[i], candidates[i], SceneGraph.from_json(self.graphs[rows[i]["image_id"]]).sg_dict)
             for i in todo
         ]
         retry, retry_at = [], []

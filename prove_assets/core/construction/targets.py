@@ -103,6 +103,8 @@ class Target:
     # Nodes its program will visit through the API (an entity's relations touch every neighbour):
     # PROVE's simple/complex split, known before anything runs.
     expected_nodes: int = 1
+    # How the question calls its subject when a place tells it from others ("the cup on the saucer").
+    called: str | None = None
 
     def facts_text(self) -> str:
         return "; ".join(t.text for t in self.facts) if self.facts else "(none)"
@@ -392,9 +394,10 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             expected = {"compare": 2, "absent": 0}.get(kind, 1)
         template = ATTRIBUTE_QUESTIONS.get(names.get("type", "")) if kind == "attribute" else INSTRUCTIONS[kind]
         instruction = (template or INSTRUCTIONS[kind]).format(**names)
-        if kind in CONTEXT_KINDS and context.get(subject):
-            instruction += f' Call it "{context[subject]}".'
-        target = Target(kind, subject, tuple(facts), instruction, program, expected)
+        called = context.get(subject) if kind in CONTEXT_KINDS else None
+        if called:
+            instruction += f' Call it "{called}".'
+        target = Target(kind, subject, tuple(facts), instruction, program, expected, called)
         out[kind].append(target)
 
     all_attrs = _attributes(sg)

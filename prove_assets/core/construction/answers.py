@@ -1,0 +1,222 @@
+"""The reference answer of a planned target, written by code from the target's facts.
+
+The model words only the question (prompts/word_qa.md). An answer a 1.5B model wrote could leave
+out a fact, add one no fact holds, or garble a name, and cost half of each wording request's
+output tokens; a sentence built from the facts states exactly them, in the caption's words, and
+is read by the strict scorer as those facts (the `gold` responder scores it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prove_assets.core.text import singular, split_words
+from prove_assets.core.tuples import SceneTuple
+
+# A relation whose predicate starts with one of these is said with "is": "the cup is on the saucer".
+PREPOSITIONS = frozenset(
+    {
+        "on",
+        "in",
+        "at",
+        "to",
+        "of",
+        "by",
+        "for",
+        "from",
+        "into",
+        "onto",
+        "upon",
+        "over",
+        "under",
+        "above",
+        "below",
+        "beneath",
+        "underneath",
+        "behind",
+        "beside",
+        "besides",
+        "between",
+        "among",
+        "amid",
+        "along",
+        "alongside",
+        "across",
+        "around",
+        "against",
+        "inside",
+        "outside",
+        "within",
+        "near",
+        "next",
+        "through",
+        "toward",
+        "towards",
+        "atop",
+        "off",
+        "beyond",
+        "past",
+        "up",
+        "down",
+        "left",
+        "right",
+        "front",
+        "top",
+        "part",
+    }
+)
+# Past participles without -ed ("a sign held by a man"): also said with "is".
+IRREGULAR_PARTICIPLES = frozenset(
+    {
+        "held",
+        "built",
+        "laid",
+        "fallen",
+        "lit",
+        "written",
+        "cast",
+        "frozen",
+        "strung",
+        "hung",
+        "worn",
+        "drawn",
+        "spread",
+        "set",
+        "shown",
+        "grown",
+        "sewn",
+        "woven",
+        "torn",
+        "broken",
+        "hidden",
+        "bound",
+        "caught",
+        "spun",
+        "stuck",
+        "swung",
+        "shut",
+        "split",
+        "made",
+        "kept",
+        "left",
+    }
+)
+# Material words that are adjectives: "the table is wooden", never "made of wooden".
+_ADJECTIVE_ENDINGS = ("en", "ic", "ed", "y", "ous", "al")
+_NOUN_MATERIALS = frozenset({"plastic", "ceramic", "fabric", "metal", "steel", "glass", "paper", "wool"})
+
+
+def plural(name: str) -> bool:
+    """Whether a thing's name is plural ("leaves", "two cups"): its head noun is not its singular."""
+    words = split_words(name)
+    head = words[-1] if words else ""
+    return bool(head) and singular(head) != head
+
+
+def _be(name: str) -> str:
+    return "are" if plural(name) else "is"
+
+
+def _and(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def _adjectival(material: str) -> bool:
+    word = (split_words(material) or [""])[-1]
+    return word not in _NOUN_MATERIALS and word.endswith(_ADJECTIVE_ENDINGS)
+
+
+def _predicate_phrase(subject: str, predicate: str) -> str:
+    """What follows the subject in a sentence stating a relation: "is on", "is tied in", "is
+    holding", or the caption's own finite verb ("falls across"), which already agrees with it."""
+    first = (split_words(predicate) or [""])[0]
+    if first in PREPOSITIONS or first.endswith(("ing", "ed")) or first in IRREGULAR_PARTICIPLES:
+        return f"{_be(subject)} {predicate}"
+    return predicate
+
+
+def relation_clause(fact: SceneTuple) -> str:
+    """A relation fact as a clause: "the lantern is on the pier", "the shadow falls across the path"."""
+    predicate = "part of" if fact.relation_type == "part" and fact.predicate in (None, "", "of") else fact.predicate
+    return f"the {fact.entity} {_predicate_phrase(fact.entity, predicate or '')} the {fact.target}"
+
+
+def _ongoing_words(predicate: str) -> str:
+    """An action without its own "is" ("is holding" -> "holding")."""
+    words = predicate.split()
+    return " ".join(words[1:] if words[:1] in (["is"], ["are"]) else words)
+
+
+def _values(facts: Sequence[SceneTuple]) -> str:
+    return _and([str(f.value) for f in facts])
+
+
+def attribute_clause(name: str, attribute_type: str | None, values: str) -> str:
+    """ "the kite is yellow", "the table is made of oak", "the bark looks rough"."""
+    be = _be(name)
+    if attribute_type == "material" and not _adjectival(values):
+        return f"{name} {be} made of {values}"
+    if attribute_type == "texture":
+        return f"{name} {'look' if plural(name) else 'looks'} {values}"
+    if attribute_type == "pattern" and not values.endswith(_ADJECTIVE_ENDINGS):
+        return f"{name} {'have' if plural(name) else 'has'} a {values} pattern"
+    if attribute_type == "text rendering":
+        return f"{name} {'read' if plural(name) else 'reads'} {values}"
+    return f"{name} {be} {values}"
+
+
+def _describe(name: str, facts: Sequence[SceneTuple]) -> str:
+    """Descriptive values first, a material last as "made of" unless it is an adjective: "The
+    apron is brown and made of leather", not "brown and leather"."""
+
+    def made_of(f: SceneTuple) -> bool:
+        return f.attribute_type == "material" and not _adjectival(str(f.value))
+
+    parts = [str(f.value) for f in facts if not made_of(f)]
+    made = [str(f.value) for f in facts if made_of(f)]
+    parts += [f"made of {_and(made)}"] if made else []
+    return f"{name} {_be(name)} {_and(parts)}"
+
+
+def reference_answer(kind: str, facts: Sequence[SceneTuple], subject: str, called: str | None = None) -> str:
+    """The answer sentence of a target of `kind` about `subject` (called `called` in its question
+    when the question says which one is meant), stating every fact and nothing else."""
+    name = called or f"the {subject}"
+    if kind == "absent":
+        return f"No, there is no {subject} in the picture."
+    if kind == "count":
+        return f"There are {facts[0].value} {subject}."
+    if kind in ("attribute", "text"):
+        return _sentence(attribute_clause(name, facts[0].attribute_type, _values(facts)))
+    if kind == "describe":
+        return _sentence(_describe(name, facts))
+    if kind == "compare":
+        first, second = subject, next(f.entity for f in facts if f.entity != subject)
+        a = _values([f for f in facts if f.entity == first])
+        b = _values([f for f in facts if f.entity == second])
+        if a == b:
+            return f"Yes, both the {first} and the {second} are {a}."
+        said = [attribute_clause(f"the {first}", "color", a), attribute_clause(f"the {second}", "color", b)]
+        return f"No, {said[0]} and {said[1]}."
+    if kind == "which":
+        things = _and([f"the {f.entity}" for f in facts])
+        typ, value = facts[0].attribute_type, str(facts[0].value)
+        made = typ == "material" and not _adjectival(value)
+        return _sentence(f"{things} are made of {value}" if made else f"{things} are {value}")
+    if kind == "exists":
+        return "Yes, " + relation_clause(facts[0]) + "."
+    if kind == "activity":
+        if facts[0].kind == "attribute":
+            return _sentence(f"{name} {_be(subject)} {_values(facts)}")
+        doing = [f"{_ongoing_words(f.predicate or '')} the {f.target}" for f in facts]
+        return _sentence(f"{name} {_be(subject)} " + _and(doing))
+    if kind == "around":
+        return _sentence(_and([relation_clause(f) for f in facts]))
+    raise ValueError(f"no answer sentence for kind {kind!r}")
