@@ -813,3 +813,45 @@ def test_a_text_target_quotes_the_caption_as_written() -> None:
 def test_a_quoted_value_keeps_its_commas() -> None:
     assert graph_values('"open, daily", red') == ['"open, daily"', "red"]
     assert graph_values("red, white") == ["red", "white"]
+
+
+def test_reference_answers_state_the_facts_in_a_sentence() -> None:
+    from prove_assets.core.construction.answers import reference_answer
+
+    def attr(entity: str, typ: str, value: str) -> SceneTuple:
+        return SceneTuple("attribute", entity, attribute_type=typ, value=value)
+
+    def rel(entity: str, predicate: str, target: str, typ: str = "spatial") -> SceneTuple:
+        return SceneTuple("relation", entity, relation_type=typ, predicate=predicate, target=target)
+
+    # The name a question calls its subject by; a plural name takes "are".
+    kite = [attr("kite", "color", "yellow")]
+    assert (
+        reference_answer("attribute", kite, "kite", "the kite above the pier") == "The kite above the pier is yellow."
+    )
+    assert reference_answer("attribute", [attr("leaves", "color", "green")], "leaves") == "The leaves are green."
+    assert reference_answer("attribute", [attr("net", "material", "nylon")], "net") == "The net is made of nylon."
+    assert reference_answer("attribute", [attr("table", "material", "wooden")], "table") == "The table is wooden."
+    text = [attr("sign", "text rendering", '"BAIT SHOP"')]
+    assert reference_answer("text", text, "sign") == 'The sign reads "BAIT SHOP".'
+    apron = [attr("apron", "color", "brown"), attr("apron", "material", "leather"), attr("apron", "size", "long")]
+    assert reference_answer("describe", apron, "apron") == "The apron is brown, long and made of leather."
+    assert reference_answer("count", [attr("seagulls", "count", "three")], "seagulls") == "There are three seagulls."
+    boat = [attr("boat", "color", "blue"), attr("buckets", "color", "yellow")]
+    assert reference_answer("compare", boat, "boat") == "No, the boat is blue and the buckets are yellow."
+    same = [attr("boat", "color", "red"), attr("bucket", "color", "red")]
+    assert reference_answer("compare", same, "boat") == "Yes, both the boat and the bucket are red."
+    assert reference_answer("which", same, "boat") == "The boat and the bucket are red."
+    metal = [attr("lid", "material", "metal"), attr("pipes", "material", "metal")]
+    assert reference_answer("which", metal, "lid") == "The lid and the pipes are made of metal."
+    # A relation: a preposition or participle takes "is"/"are", the caption's own verb is kept.
+    assert reference_answer("exists", [rel("lantern", "on", "pier")], "lantern") == "Yes, the lantern is on the pier."
+    tied = [rel("ribbons", "tied to", "post")]
+    assert reference_answer("exists", tied, "ribbons") == "Yes, the ribbons are tied to the post."
+    falls = [rel("shadow", "falls across", "path")]
+    assert reference_answer("exists", falls, "shadow") == "Yes, the shadow falls across the path."
+    holding = [rel("boy", "holding", "rope", "action")]
+    assert reference_answer("activity", holding, "boy") == "The boy is holding the rope."
+    around = [rel("cup", "on", "saucer"), rel("spoon", "next to", "cup")]
+    assert reference_answer("around", around, "cup") == "The cup is on the saucer and the spoon is next to the cup."
+    assert reference_answer("absent", [], "umbrella") == "No, there is no umbrella in the picture."

@@ -133,13 +133,34 @@ def _adjectival(material: str) -> bool:
     return word not in _NOUN_MATERIALS and word.endswith(_ADJECTIVE_ENDINGS)
 
 
+def _third_person(verb: str) -> str:
+    """ "lean" -> "leans", "reach" -> "reaches", "carry" -> "carries"."""
+    if verb.endswith(("ch", "sh", "x", "z", "ss", "o")):
+        return verb + "es"
+    if verb.endswith("y") and len(verb) > 1 and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _base(verb: str) -> str:
+    """ "leans" -> "lean", "reaches" -> "reach", "carries" -> "carry", "lies" -> "lie"."""
+    if verb.endswith("ies"):
+        return verb[:-1] if len(verb) <= 4 else verb[:-3] + "y"
+    if verb.endswith(("ches", "shes", "xes", "zes", "sses", "oes")):
+        return verb[:-2]
+    return verb[:-1] if verb.endswith("s") and not verb.endswith("ss") else verb
+
+
 def _predicate_phrase(subject: str, predicate: str) -> str:
     """What follows the subject in a sentence stating a relation: "is on", "is tied in", "is
-    holding", or the caption's own finite verb ("falls across"), which already agrees with it."""
+    holding", or a verb of its own made to agree with the subject (extraction may give its
+    lemma: "a painting lean against")."""
+    words = predicate.split()
     first = (split_words(predicate) or [""])[0]
-    if first in PREPOSITIONS or first.endswith(("ing", "ed")) or first in IRREGULAR_PARTICIPLES:
+    if not words or first in PREPOSITIONS or first.endswith(("ing", "ed")) or first in IRREGULAR_PARTICIPLES:
         return f"{_be(subject)} {predicate}"
-    return predicate
+    verb = _base(words[0]) if plural(subject) else (words[0] if words[0].endswith("s") else _third_person(words[0]))
+    return " ".join([verb, *words[1:]])
 
 
 def relation_clause(fact: SceneTuple) -> str:
