@@ -855,3 +855,11 @@ def test_reference_answers_state_the_facts_in_a_sentence() -> None:
     around = [rel("cup", "on", "saucer"), rel("spoon", "next to", "cup")]
     assert reference_answer("around", around, "cup") == "The cup is on the saucer and the spoon is next to the cup."
     assert reference_answer("absent", [], "umbrella") == "No, there is no umbrella in the picture."
+    # A place in the name a question calls its subject by does not decide "is" or "are".
+    buttons = [attr("buttons", "color", "white"), attr("buttons", "shape", "square")]
+    called = "the buttons below the window"
+    assert (
+        reference_answer("describe", buttons, "buttons", called) == "The buttons below the window are white and square."
+    )
+    lean = [rel("painting", "lean against", "wall")]
+    assert reference_answer("exists", lean, "painting") == "Yes, the painting leans against the wall."

@@ -897,3 +897,15 @@ def test_a_verb_the_tagger_hung_on_a_root_noun_is_no_thing() -> None:
     doc = parsed("A single green pear lies on the table to the right of the bowl.")
     assert verb_name(doc, "lies") is not None
     assert verb_name(doc, "pear") is None
+
+
+@needs_parser
+def test_a_verb_glued_to_the_noun_before_it_is_no_thing() -> None:
+    # The tagger reads "fence runs" and "helmet crouches" as compound nouns: the sentences' verbs.
+    rooted = parsed("A low picket fence runs along the lawn, and a tall tree casts shade over the stand.")
+    assert verb_name(rooted, "fence runs")
+    in_phrase = parsed("A welder in a dark welding helmet crouches beside a steel workbench.")
+    assert verb_name(in_phrase, "welding helmet crouches")
+    # A plural noun in the same place, with a verb of its own, is a thing.
+    shoes = parsed("Two men in tennis shoes stand on a mat beside the net.")
+    assert verb_name(shoes, "tennis shoes") is None

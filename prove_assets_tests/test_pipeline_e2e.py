@@ -74,6 +74,7 @@ def test_build_and_evaluate_one_shard(instance, scripted_llm, prove_home):
     assert all(set(m["scores"]) == {"paper", "strict"} for m in chain["models"])
     text = format_lineage(chain)
     assert "PROGRAM" in text and "def execute_command" in text and kept_id in text
+    assert "written by code from the target's facts" in text  # the model worded only the question
 
 
 def test_cli_reads_the_warehouse(instance, scripted_llm, prove_home, tmp_path, capsys):

@@ -124,7 +124,12 @@ def format_lineage(d: dict[str, Any]) -> str:
         f"GENERATOR {qa.get('generator')}   KIND {qa.get('kind')}   REPAIRED {qa.get('repaired')}"
         + (f" (repair call {qa.get('repair_call_id')})" if qa.get("repair_call_id") else ""),
         f"QUESTION  {qa.get('question')}",
-        f"ANSWER    {qa.get('answer')}",
+        f"ANSWER    {qa.get('answer')}"
+        + (
+            "   (written by code from the target's facts; the call above worded the question)"
+            if qa.get("generator") == "targeted"
+            else ""
+        ),  # fmt: skip
         "PROGRAM",
         *[f"    {line}" for line in str(qa.get("program")).splitlines()],
         f"OUTPUT    {qa.get('program_output')}",

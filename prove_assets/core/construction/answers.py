@@ -179,21 +179,22 @@ def _values(facts: Sequence[SceneTuple]) -> str:
     return _and([str(f.value) for f in facts])
 
 
-def attribute_clause(name: str, attribute_type: str | None, values: str) -> str:
-    """ "the kite is yellow", "the table is made of oak", "the bark looks rough"."""
-    be = _be(name)
+def attribute_clause(name: str, attribute_type: str | None, values: str, many: bool) -> str:
+    """ "the kite is yellow", "the table is made of oak", "the bark looks rough" (`many`: the
+    thing's name is plural; a place in `name` does not count: "the buttons below the window")."""
+    be = "are" if many else "is"
     if attribute_type == "material" and not _adjectival(values):
         return f"{name} {be} made of {values}"
     if attribute_type == "texture":
-        return f"{name} {'look' if plural(name) else 'looks'} {values}"
+        return f"{name} {'look' if many else 'looks'} {values}"
     if attribute_type == "pattern" and not values.endswith(_ADJECTIVE_ENDINGS):
-        return f"{name} {'have' if plural(name) else 'has'} a {values} pattern"
+        return f"{name} {'have' if many else 'has'} a {values} pattern"
     if attribute_type == "text rendering":
-        return f"{name} {'read' if plural(name) else 'reads'} {values}"
+        return f"{name} {'read' if many else 'reads'} {values}"
     return f"{name} {be} {values}"
 
 
-def _describe(name: str, facts: Sequence[SceneTuple]) -> str:
+def _describe(name: str, facts: Sequence[SceneTuple], many: bool) -> str:
     """Descriptive values first, a material last as "made of" unless it is an adjective: "The
     apron is brown and made of leather", not "brown and leather"."""
 
@@ -203,28 +204,28 @@ def _describe(name: str, facts: Sequence[SceneTuple]) -> str:
     parts = [str(f.value) for f in facts if not made_of(f)]
     made = [str(f.value) for f in facts if made_of(f)]
     parts += [f"made of {_and(made)}"] if made else []
-    return f"{name} {_be(name)} {_and(parts)}"
+    return f"{name} {'are' if many else 'is'} {_and(parts)}"
 
 
 def reference_answer(kind: str, facts: Sequence[SceneTuple], subject: str, called: str | None = None) -> str:
     """The answer sentence of a target of `kind` about `subject` (called `called` in its question
     when the question says which one is meant), stating every fact and nothing else."""
-    name = called or f"the {subject}"
+    name, many = called or f"the {subject}", plural(subject)
     if kind == "absent":
         return f"No, there is no {subject} in the picture."
     if kind == "count":
         return f"There are {facts[0].value} {subject}."
     if kind in ("attribute", "text"):
-        return _sentence(attribute_clause(name, facts[0].attribute_type, _values(facts)))
+        return _sentence(attribute_clause(name, facts[0].attribute_type, _values(facts), many))
     if kind == "describe":
-        return _sentence(_describe(name, facts))
+        return _sentence(_describe(name, facts, many))
     if kind == "compare":
         first, second = subject, next(f.entity for f in facts if f.entity != subject)
         a = _values([f for f in facts if f.entity == first])
         b = _values([f for f in facts if f.entity == second])
         if a == b:
             return f"Yes, both the {first} and the {second} are {a}."
-        said = [attribute_clause(f"the {first}", "color", a), attribute_clause(f"the {second}", "color", b)]
+        said = [attribute_clause(f"the {n}", "color", v, plural(n)) for n, v in ((first, a), (second, b))]
         return f"No, {said[0]} and {said[1]}."
     if kind == "which":
         things = _and([f"the {f.entity}" for f in facts])
@@ -235,9 +236,9 @@ def reference_answer(kind: str, facts: Sequence[SceneTuple], subject: str, calle
         return "Yes, " + relation_clause(facts[0]) + "."
     if kind == "activity":
         if facts[0].kind == "attribute":
-            return _sentence(f"{name} {_be(subject)} {_values(facts)}")
+            return _sentence(f"{name} {'are' if many else 'is'} {_values(facts)}")
         doing = [f"{_ongoing_words(f.predicate or '')} the {f.target}" for f in facts]
-        return _sentence(f"{name} {_be(subject)} " + _and(doing))
+        return _sentence(f"{name} {'are' if many else 'is'} " + _and(doing))
     if kind == "around":
         return _sentence(_and([relation_clause(f) for f in facts]))
     raise ValueError(f"no answer sentence for kind {kind!r}")
