@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from prove_assets.core.construction.canonical import name_key
 from prove_assets.core.construction.gates import untrusted_relation
@@ -104,7 +104,8 @@ class Target:
     # PROVE's simple/complex split, known before anything runs.
     expected_nodes: int = 1
     # How the question calls its subject when a place tells it from others ("the cup on the saucer").
-    called: str | None = None
+    # Out of the repr: plans are shuffled by the repr's hash, and the instruction already says it.
+    called: str | None = field(default=None, repr=False)
 
     def facts_text(self) -> str:
         return "; ".join(t.text for t in self.facts) if self.facts else "(none)"
