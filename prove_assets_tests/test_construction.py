@@ -863,3 +863,20 @@ def test_reference_answers_state_the_facts_in_a_sentence() -> None:
     )
     lean = [rel("painting", "lean against", "wall")]
     assert reference_answer("exists", lean, "painting") == "Yes, the painting leans against the wall."
+
+
+@needs_parser
+def test_a_thing_the_text_says_is_not_there_gives_no_tuple() -> None:
+    # A caption's "No people are visible" must not support a response that shows people, and a
+    # response's "No, I cannot see a sun" claims no sun.
+    for text in (
+        "No, I cannot see a sun in this picture.",
+        "There isn't a fence here.",
+        "No people, roads, or buildings are visible anywhere in the scene.",
+        "The light is soft, with no hard shadows anywhere in the scene.",
+    ):
+        assert parse_tuples_from_text(text) == [], text
+    mirror = {t.text for t in parse_tuples_from_text("A mirror without a frame hangs on the wall.")}
+    assert "frame" not in mirror and {"mirror", "wall", "mirror on wall"} <= mirror
+    # The subject of a negated verb is still there.
+    assert [t.text for t in parse_tuples_from_text("The cake has not been cut.")] == ["cake"]

@@ -387,6 +387,26 @@ def _counted(tok: Any) -> bool:
     return counted and not shade
 
 
+def _negated(tok: Any) -> bool:
+    """A thing the text says is not there, so no tuple of it is a claim that it is: "no people
+    are visible", "with no hard shadows", "a mirror without a frame", "I cannot see a sun",
+    "there isn't a fence", and what follows such a noun ("no people, roads or buildings"). A
+    negated verb's subject is still there ("the cake has not been cut")."""
+    first = tok
+    while first.dep_ == "conj" and first.head.pos_ in ("NOUN", "PROPN") and first.head.i != first.i:
+        first = first.head
+    if any(c.dep_ == "det" and c.lower_ in ("no", "neither") for c in first.children):
+        return True
+    if first.dep_ == "pobj" and first.head.lower_ == "without":
+        return True
+    node = first
+    while node.head.i != node.i and node.dep_ not in ("nsubj", "nsubjpass", "csubj", "expl"):
+        node = node.head
+        if node.pos_ in ("VERB", "AUX"):
+            return any(c.dep_ == "neg" for c in node.children)
+    return False
+
+
 def _is_entity(tok: Any) -> bool:
     """A common noun naming a thing: not part of a compound name (unless the small tagger misread
     the compound's head, a verb, as a noun), not a colour or material noun ("gold"), not a place
@@ -402,6 +422,7 @@ def _is_entity(tok: Any) -> bool:
         and tok.text.isalpha()
         and len(tok.text) > 2
         and ((tok.text.lower() not in ABSTRACT and tok.lemma_.lower() not in ABSTRACT) or _held_part(tok))
+        and not _negated(tok)
         and tok.text.lower() not in INTENSITY
         and _partitive_of(tok) is None
         and (word_class(tok.text.lower()) not in ("color", "material") or _counted(tok))
