@@ -14,93 +14,18 @@ from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
 
 # A relation whose predicate starts with one of these is said with "is": "the cup is on the saucer".
-PREPOSITIONS = frozenset(
-    {
-        "on",
-        "in",
-        "at",
-        "to",
-        "of",
-        "by",
-        "for",
-        "from",
-        "into",
-        "onto",
-        "upon",
-        "over",
-        "under",
-        "above",
-        "below",
-        "beneath",
-        "underneath",
-        "behind",
-        "beside",
-        "besides",
-        "between",
-        "among",
-        "amid",
-        "along",
-        "alongside",
-        "across",
-        "around",
-        "against",
-        "inside",
-        "outside",
-        "within",
-        "near",
-        "next",
-        "through",
-        "toward",
-        "towards",
-        "atop",
-        "off",
-        "beyond",
-        "past",
-        "up",
-        "down",
-        "left",
-        "right",
-        "front",
-        "top",
-        "part",
-    }
-)
+PREPOSITIONS = frozenset({
+    "on", "in", "at", "to", "of", "by", "for", "from", "into", "onto", "upon", "over", "under", "above", "below",
+    "beneath", "underneath", "behind", "beside", "besides", "between", "among", "amid", "along", "alongside",
+    "across", "around", "against", "inside", "outside", "within", "near", "next", "through", "toward", "towards",
+    "atop", "off", "beyond", "past", "up", "down", "left", "right", "front", "top", "part"
+})  # fmt: skip
 # Past participles without -ed ("a sign held by a man"): also said with "is".
-IRREGULAR_PARTICIPLES = frozenset(
-    {
-        "held",
-        "built",
-        "laid",
-        "fallen",
-        "lit",
-        "written",
-        "cast",
-        "frozen",
-        "strung",
-        "hung",
-        "worn",
-        "drawn",
-        "spread",
-        "set",
-        "shown",
-        "grown",
-        "sewn",
-        "woven",
-        "torn",
-        "broken",
-        "hidden",
-        "bound",
-        "caught",
-        "spun",
-        "stuck",
-        "swung",
-        "shut",
-        "split",
-        "made",
-        "kept",
-        "left",
-    }
-)
+IRREGULAR_PARTICIPLES = frozenset({
+    "held", "built", "laid", "fallen", "lit", "written", "cast", "frozen", "strung", "hung", "worn", "drawn",
+    "spread", "set", "shown", "grown", "sewn", "woven", "torn", "broken", "hidden", "bound", "caught", "spun",
+    "stuck", "swung", "shut", "split", "made", "kept", "left"
+})  # fmt: skip
 # Material words that are adjectives: "the table is wooden", never "made of wooden".
 _ADJECTIVE_ENDINGS = ("en", "ic", "ed", "y", "ous", "al")
 _NOUN_MATERIALS = frozenset({"plastic", "ceramic", "fabric", "metal", "steel", "glass", "paper", "wool"})

@@ -180,7 +180,7 @@ def construction_version() -> str:
 
     here = Path(__file__).parent
     h = hashlib.sha256()
-    for path in (*(here / n for n in ("targets.py", "generation.py", "verify.py", "gates.py", "stages.py",
-                                      "canonical.py")), here.parent / "text.py"):  # fmt: skip
+    for path in (*(here / n for n in ("targets.py", "generation.py", "answers.py", "verify.py", "gates.py",
+                                      "stages.py", "canonical.py")), here.parent / "text.py"):  # fmt: skip
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
