@@ -121,8 +121,8 @@ class Settings:
         "request); with `PROVE_PARSE_EXTRACTOR=1`", _relations,
     )  # fmt: skip
     qa_generator: str = env(
-        "PROVE_QA_GENERATOR", "targeted", "`targeted` (targets planned from the scene graph, worded by the LLM) "
-        "or `free` (the paper's: the LLM writes pairs and programs)",
+        "PROVE_QA_GENERATOR", "targeted", "`targeted` (targets planned from the scene graph, the LLM wording each "
+        "question, code its answer) or `free` (the paper's: the LLM writes pairs and programs)",
     )  # fmt: skip
     qa_targets: int = env("PROVE_QA_TARGETS", 24, "targets planned per image (`targeted`; the gates drop some)", int)
     qa_word_gated: bool = env(

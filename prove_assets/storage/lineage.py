@@ -129,7 +129,7 @@ def format_lineage(d: dict[str, Any]) -> str:
             "   (written by code from the target's facts; the call above worded the question)"
             if qa.get("generator") == "targeted"
             else ""
-        ),  # fmt: skip
+        ),
         "PROGRAM",
         *[f"    {line}" for line in str(qa.get("program")).splitlines()],
         f"OUTPUT    {qa.get('program_output')}",

@@ -38,8 +38,8 @@ def plural(name: str) -> bool:
     return bool(head) and singular(head) != head
 
 
-def _be(name: str) -> str:
-    return "are" if plural(name) else "is"
+def _be(many: bool) -> str:
+    return "are" if many else "is"
 
 
 def _and(items: Sequence[str]) -> str:
@@ -83,7 +83,7 @@ def _predicate_phrase(subject: str, predicate: str) -> str:
     words = predicate.split()
     first = (split_words(predicate) or [""])[0]
     if not words or first in PREPOSITIONS or first.endswith(("ing", "ed")) or first in IRREGULAR_PARTICIPLES:
-        return f"{_be(subject)} {predicate}"
+        return f"{_be(plural(subject))} {predicate}"
     verb = _base(words[0]) if plural(subject) else (words[0] if words[0].endswith("s") else _third_person(words[0]))
     return " ".join([verb, *words[1:]])
 
@@ -107,16 +107,15 @@ def _values(facts: Sequence[SceneTuple]) -> str:
 def attribute_clause(name: str, attribute_type: str | None, values: str, many: bool) -> str:
     """ "the kite is yellow", "the table is made of oak", "the bark looks rough" (`many`: the
     thing's name is plural; a place in `name` does not count: "the buttons below the window")."""
-    be = "are" if many else "is"
     if attribute_type == "material" and not _adjectival(values):
-        return f"{name} {be} made of {values}"
+        return f"{name} {_be(many)} made of {values}"
     if attribute_type == "texture":
         return f"{name} {'look' if many else 'looks'} {values}"
     if attribute_type == "pattern" and not values.endswith(_ADJECTIVE_ENDINGS):
         return f"{name} {'have' if many else 'has'} a {values} pattern"
     if attribute_type == "text rendering":
         return f"{name} {'read' if many else 'reads'} {values}"
-    return f"{name} {be} {values}"
+    return f"{name} {_be(many)} {values}"
 
 
 def _describe(name: str, facts: Sequence[SceneTuple], many: bool) -> str:
@@ -129,7 +128,7 @@ def _describe(name: str, facts: Sequence[SceneTuple], many: bool) -> str:
     parts = [str(f.value) for f in facts if not made_of(f)]
     made = [str(f.value) for f in facts if made_of(f)]
     parts += [f"made of {_and(made)}"] if made else []
-    return f"{name} {'are' if many else 'is'} {_and(parts)}"
+    return f"{name} {_be(many)} {_and(parts)}"
 
 
 def reference_answer(kind: str, facts: Sequence[SceneTuple], subject: str, called: str | None = None) -> str:
@@ -161,9 +160,9 @@ def reference_answer(kind: str, facts: Sequence[SceneTuple], subject: str, calle
         return "Yes, " + relation_clause(facts[0]) + "."
     if kind == "activity":
         if facts[0].kind == "attribute":
-            return _sentence(f"{name} {'are' if many else 'is'} {_values(facts)}")
+            return _sentence(f"{name} {_be(many)} {_values(facts)}")
         doing = [f"{_ongoing_words(f.predicate or '')} the {f.target}" for f in facts]
-        return _sentence(f"{name} {'are' if many else 'is'} " + _and(doing))
+        return _sentence(f"{name} {_be(many)} " + _and(doing))
     if kind == "around":
         return _sentence(_and([relation_clause(f) for f in facts]))
     raise ValueError(f"no answer sentence for kind {kind!r}")

@@ -139,7 +139,7 @@ def targeted_rows(
             continue
         worded_question, _, error = words or (None, None, None)
         if worded_question is None:
-            reason = error or "the model wrote no question/answer for this target"
+            reason = error or "the model wrote no question for this target"
             rows.append({**base, "qa_id": f"{image_id}-t{i}-failed", "question": None, "answer": None, "error": reason})
             continue
         pair = {"question": worded_question["question"], "answer": target_answer(target)}
