@@ -72,17 +72,17 @@ def prepare(home: Path, sets: list[str]) -> Path:
 
 def gives_away(kind: str, facts: list, question: str) -> list[str]:
     """Answer words the question already says: the values an attribute question asks for, and
-    the end of a relation an around / activity question asks for.
-    A "which things are X?" question names X, a yes/no question both ends and a comparison both
+    the end of a relation an around / activity / place question asks for.
+    A "which things are X?" question names X and a comparison both
     things by design: those words are the names of what is asked about."""
     from prove_assets.core.construction.verify import fact_words, words
 
     said = words(question)
     out: set[str] = set()
     for f in facts:
-        if f.kind == "attribute" and kind not in ("which", "compare", "exists", "absent"):
+        if f.kind == "attribute" and kind not in ("which", "compare", "absent"):
             out |= fact_words(f) & said
-        elif f.kind == "relation" and kind in ("around", "activity"):
+        elif f.kind == "relation" and kind in ("around", "activity", "place"):
             out |= (words(f.target or "") - words(f.entity or "")) & said
     return sorted(out)
 

@@ -261,6 +261,21 @@ def test_what_a_thing_is_doing_is_asked_only_of_an_ongoing_action() -> None:
     assert activity == ["girl is painting fence"]  # "What is the bridge doing?" would misread an arrangement
 
 
+def test_a_place_question_asks_for_the_one_thing_a_thing_is_placed_by(sandbox: Sandbox) -> None:
+    """ "What does the lamp hang from?": asked where the graph puts the thing by that predicate
+    once; the program answers with the one end, the question's instruction names only the other."""
+    tuples = parse_tuples(
+        {"relations": [["lamp", "spatial", "hangs from", "hook"], ["cat", "spatial", "on", "rug"],
+                       ["cat", "spatial", "on", "cushion"]]}
+    )  # fmt: skip
+    caption = "A lamp hangs from a hook. A cat sleeps on a rug, and the cat is on a cushion too."
+    sg = SceneGraph.from_tuples(caption, tuples)
+    (place,) = candidate_targets(sg)["place"]  # the cat is on two things: no one answer
+    assert place.instruction == "Ask what the lamp hangs from, without naming it."
+    run = sandbox.run(place.program, sg.to_json())
+    assert run.output == "The lamp hangs from the hook." and not missing_facts(run.output, place.facts)
+
+
 def test_facts_the_caption_does_not_state_are_not_asked() -> None:
     invented = parse_tuples({"attributes": [["boat", "color", "purple"]], "entities": ["boat"]})
     sg = SceneGraph.from_tuples(CAPTION, invented)
@@ -816,7 +831,7 @@ def test_a_quoted_value_keeps_its_commas() -> None:
 
 
 def test_reference_answers_state_the_facts_in_a_sentence() -> None:
-    from prove_assets.core.construction.answers import reference_answer
+    from prove_assets.core.construction.answers import reference_answer, relation_clause
 
     def attr(entity: str, typ: str, value: str) -> SceneTuple:
         return SceneTuple("attribute", entity, attribute_type=typ, value=value)
@@ -845,11 +860,11 @@ def test_reference_answers_state_the_facts_in_a_sentence() -> None:
     metal = [attr("lid", "material", "metal"), attr("pipes", "material", "metal")]
     assert reference_answer("which", metal, "lid") == "The lid and the pipes are made of metal."
     # A relation: a preposition or participle takes "is"/"are", the caption's own verb is kept.
-    assert reference_answer("exists", [rel("lantern", "on", "pier")], "lantern") == "Yes, the lantern is on the pier."
+    assert reference_answer("place", [rel("lantern", "on", "pier")], "lantern") == "The lantern is on the pier."
     tied = [rel("ribbons", "tied to", "post")]
-    assert reference_answer("exists", tied, "ribbons") == "Yes, the ribbons are tied to the post."
+    assert reference_answer("place", tied, "ribbons") == "The ribbons are tied to the post."
     falls = [rel("shadow", "falls across", "path")]
-    assert reference_answer("exists", falls, "shadow") == "Yes, the shadow falls across the path."
+    assert reference_answer("place", falls, "shadow") == "The shadow falls across the path."
     holding = [rel("boy", "holding", "rope", "action")]
     assert reference_answer("activity", holding, "boy") == "The boy is holding the rope."
     around = [rel("cup", "on", "saucer"), rel("spoon", "next to", "cup")]
@@ -862,7 +877,9 @@ def test_reference_answers_state_the_facts_in_a_sentence() -> None:
         reference_answer("describe", buttons, "buttons", called) == "The buttons below the window are white and square."
     )
     lean = [rel("painting", "lean against", "wall")]
-    assert reference_answer("exists", lean, "painting") == "Yes, the painting leans against the wall."
+    assert reference_answer("place", lean, "painting") == "The painting leans against the wall."
+    # What a place question asks: the clause without the thing the answer names.
+    assert relation_clause(lean[0], with_target=False) == "the painting leans against"
 
 
 @needs_parser

@@ -65,7 +65,11 @@ def test_the_other_end_of_a_relation_named_in_the_question_is_given_away() -> No
     # Same head noun on both ends: only the whole name gives the answer away.
     facts = [rel("small boat", "towing", "red boat", "action")]
     assert given_away("activity", facts, "What is the small boat doing?") is None
-    assert given_away("exists", facts, "Is the small boat towing the red boat?") is None
+    assert given_away("compare", facts, "Is the small boat towing the red boat?") is None
+    # "What is the cup on?" asks for the table: a question that names it gives the answer away.
+    on_table = [rel("cup", "on", "table")]
+    assert given_away("place", on_table, "What is the cup on the table standing on?")
+    assert given_away("place", on_table, "What is the cup in this picture sitting on?") is None
 
 
 @needs_parser
@@ -152,8 +156,8 @@ def test_the_gates_name_the_first_failure_and_pass_a_plain_pair() -> None:
     doc = parsed("A red cup sits on a wooden table. A cat sleeps under the table.")
     nodes = ["cup", "table", "cat"]
     facts = [rel("cup", "on", "table")]
-    assert target_gate(doc, nodes, "exists", facts) is None
-    assert wording_gate(doc, nodes, "exists", facts, "Is there a cup on the table?", "Yes.") is None
+    assert target_gate(doc, nodes, "place", facts) is None
+    assert wording_gate(doc, nodes, "place", facts, "What is the cup on?", "The cup is on the table.") is None
     unnatural = wording_gate(doc, nodes, "attribute", [attr("cat", "state", "asleep")], "What is the state of the cat?",
                              "The cat is asleep.")  # fmt: skip
     assert unnatural is not None and unnatural.verdict == "filtered_unnatural"
@@ -352,11 +356,10 @@ def test_a_question_answered_otherwise_from_the_caption_fails_the_round_trip() -
     assert away is not None and away.verdict == "filtered_round_trip" and "woman in coat" in away.reason
     on_shelf = [rel("jar", "on", "top shelf")]
     assert round_trip_gate("where", on_shelf, "The jar is on the top shelf.", "It sits on the top shelf.") is None
-    # Yes/no: an existence answer may not start with its polarity; a negation then says no.
-    by_door = [rel("bicycle", "by", "door")]
-    said_no = round_trip_gate("exists", by_door, "Yes, there is a bicycle by the door.",
-                              "There isn't a bicycle by the door; it leans on the fence.")  # fmt: skip
-    assert said_no is not None and "'no'" in said_no.reason
+    # Yes/no: an absent-object answer from the caption may not start with its polarity; without
+    # a negation it says yes.
+    said_yes = round_trip_gate("absent", [], "No, there is no bicycle in the picture.", "A bicycle leans on the fence.")
+    assert said_yes is not None and "'yes'" in said_yes.reason
     assert round_trip_gate("absent", [], "No, there is no kite.", "There is no kite in the picture.") is None
     assert round_trip_gate("absent", [], "No, there is no kite.", "Yes, a kite flies above.") is not None
     # A comparison answered without yes/no is judged by its facts' words, not by a guessed polarity.
@@ -430,17 +433,13 @@ def test_wording_that_breaks_english_around_a_name_is_unnatural() -> None:
     from prove_assets.core.construction.gates import disagreeing_wording
 
     stones = [attr("pillars", "material", "stone")]
-    assert "'is' does not agree" in (disagreeing_wording("attribute", stones, "What is the pillars made of?") or "")
-    assert disagreeing_wording("attribute", stones, "What are the pillars made of?") is None
+    assert "'is' does not agree" in (disagreeing_wording(stones, "What is the pillars made of?") or "")
+    assert disagreeing_wording(stones, "What are the pillars made of?") is None
     lamp = [attr("lamp", "color", "red")]
-    assert disagreeing_wording("attribute", lamp, "What color are the lamp?") is not None
-    assert disagreeing_wording("attribute", lamp, "What color are the lamp shades?") is None  # a compound
+    assert disagreeing_wording(lamp, "What color are the lamp?") is not None
+    assert disagreeing_wording(lamp, "What color are the lamp shades?") is None  # a compound
     pair = [attr("kettle", "color", "red"), attr("mug", "color", "red")]
-    assert disagreeing_wording("compare", pair, "Do the kettle and the mug have the same color?") is None
-    path = [rel("path", "curves around", "pond")]
-    assert disagreeing_wording("exists", path, "Is there a path curves around the pond?") is not None
-    assert disagreeing_wording("exists", path, "Is there a path curving around the pond?") is None
-    assert disagreeing_wording("exists", [rel("goose", "across", "lawn")], "Is there a goose across the lawn?") is None
+    assert disagreeing_wording(pair, "Do the kettle and the mug have the same color?") is None
 
 
 @needs_parser
@@ -467,29 +466,19 @@ def test_a_plural_only_word_asked_with_a_is_unnatural() -> None:
     assert wording_gate(None, [], "absent", [], "Is there a kite in the picture?", "No, there is no kite.") is None
 
 
-@needs_parser
-def test_an_existence_question_about_the_only_ground_is_unnatural() -> None:
-    from prove_assets.core.construction.gates import odd_existence
-
-    doc = parsed("A goat grazes by the fence. The grass by the fence is short.")
-    assert odd_existence(doc, "exists", [rel("grass", "by", "fence")]) is not None  # "Is there a grass ...?"
-    assert odd_existence(doc, "exists", [rel("goat", "by", "fence")]) is None
-    assert odd_existence(doc, "where", [rel("grass", "by", "fence")]) is None
-
-
 # Hand-written sentences: one place a place question may give, and one it may not, per pattern.
 @needs_parser
 @pytest.mark.parametrize(
     ("caption", "kind", "fact", "said"),
     [
-        ("A basin is sunk into the bench.", "exists", rel("basin", "into", "bench"), "moved or was set"),
-        ("A basin sits on the bench.", "exists", rel("basin", "on", "bench"), None),
-        ("The pond is bright green near the reeds.", "exists", rel("pond", "near", "reeds"), "where it is green"),
-        ("The pond lies near the reeds.", "exists", rel("pond", "near", "reeds"), None),
-        ("The rug is seen from above the stairs.", "exists", rel("rug", "above", "stairs"), "seen from"),
-        ("Two kites fly in the distance over a grey sea.", "exists", rel("kites", "in the distance", "sea"),
+        ("A basin is sunk into the bench.", "place", rel("basin", "into", "bench"), "moved or was set"),
+        ("A basin sits on the bench.", "place", rel("basin", "on", "bench"), None),
+        ("The pond is bright green near the reeds.", "place", rel("pond", "near", "reeds"), "where it is green"),
+        ("The pond lies near the reeds.", "place", rel("pond", "near", "reeds"), None),
+        ("The rug is seen from above the stairs.", "place", rel("rug", "above", "stairs"), "seen from"),
+        ("Two kites fly in the distance over a grey sea.", "place", rel("kites", "in the distance", "sea"),
          "follows 'over'"),
-        ("The kites fly over a grey sea.", "exists", rel("kites", "over", "sea"), None),
+        ("The kites fly over a grey sea.", "place", rel("kites", "over", "sea"), None),
         ("The pond is bright green near the reeds.", "attribute", rel("pond", "near", "reeds"), None),
     ],
 )  # fmt: skip
@@ -534,12 +523,12 @@ def test_a_part_is_given_to_the_whole_a_phrase_gives_it(part: str, whole: str, g
     ("kind", "question", "answer", "unnatural"),
     [
         # A part whose whole the wording dropped; a side of the picture is a place in it.
-        ("exists", "Is there a spoon on the lid of this picture?", "Yes, there is a spoon on the lid.", True),
-        ("exists", "Is there a kite in the left corner of the picture?", "Yes.", False),
+        ("place", "Is there a spoon on the lid of this picture?", "Yes, there is a spoon on the lid.", True),
+        ("place", "Is there a kite in the left corner of the picture?", "Yes.", False),
         ("attribute", "What color is the background of this scene?", "It is gray.", False),
         # A plural asked with "a", whatever the kind; a word that only ends in -s is none.
-        ("exists", "Is there a pebbles under the water?", "Yes.", True),
-        ("exists", "Is there a glass on the tray?", "Yes, there is a glass on the tray.", False),
+        ("place", "Is there a pebbles under the water?", "Yes.", True),
+        ("place", "Is there a glass on the tray?", "Yes, there is a glass on the tray.", False),
         # The answer leaked into the question, a material's adjective after "made of".
         ("attribute", "What is the crate made of? A: The crate is wooden.", "The crate is made of wood.", True),
         ("attribute", "What is the crate made of?", "The crate is made of wooden.", True),
@@ -599,7 +588,7 @@ def test_a_thing_on_its_own_part_is_a_pose_not_a_place() -> None:
     doc = parsed("The dog is balanced on its hind legs beside a gate.")
     facts = [rel("dog", "balanced on", "hind legs")]
     parts = {("hind legs", "dog")}
-    pair = target_gate(doc, ["dog", "hind legs", "gate"], "exists", facts, parts)
+    pair = target_gate(doc, ["dog", "hind legs", "gate"], "place", facts, parts)
     assert pair is not None and "pose" in pair.reason
 
 
@@ -607,9 +596,9 @@ def test_a_thing_on_its_own_part_is_a_pose_not_a_place() -> None:
 def test_a_place_no_sentence_states_is_untrusted() -> None:
     doc = parsed("A cat sleeps on a rug. A lamp stands by the window.")
     nodes = ["cat", "rug", "lamp", "window"]
-    pair = target_gate(doc, nodes, "exists", [rel("cat", "by", "window")])
+    pair = target_gate(doc, nodes, "place", [rel("cat", "by", "window")])
     assert pair is not None and pair.verdict == "filtered_untrusted"
-    assert target_gate(doc, nodes, "exists", [rel("cat", "on", "rug")]) is None
+    assert target_gate(doc, nodes, "place", [rel("cat", "on", "rug")]) is None
 
 
 @needs_parser
@@ -739,7 +728,7 @@ def test_a_name_cut_from_a_hyphenated_word_is_not_the_captions() -> None:
     assert "hyphenated" in (cut_name(doc, "shaped sign") or "")
     assert cut_name(doc, "diamond-shaped sign") is None
     assert cut_name(doc, "sign") is None and cut_name(doc, "cone") is None
-    verdict = target_gate(doc, ["shaped sign", "stand", "cone"], "exists", [rel("shaped sign", "on", "stand")])
+    verdict = target_gate(doc, ["shaped sign", "stand", "cone"], "place", [rel("shaped sign", "on", "stand")])
     assert verdict is not None and verdict.verdict == "filtered_untrusted"
 
 
@@ -786,7 +775,7 @@ def test_what_a_thing_is_doing_needs_it_as_the_verbs_subject() -> None:
     assert idle_activity(doc, "activity", [rel("man", "walks", "dog", "action")]) is None
     assert "facing" in (idle_activity(doc, "activity", [rel("lamp", "facing", "wall", "action")]) or "")
     assert idle_activity(doc, "activity", [rel("dog", "chasing", "ball", "action")]) is not None
-    assert idle_activity(doc, "exists", [rel("lamp", "facing", "wall", "action")]) is None
+    assert idle_activity(doc, "place", [rel("lamp", "facing", "wall", "action")]) is None
 
 
 @needs_parser
@@ -839,8 +828,9 @@ def test_a_posture_the_wording_adds_is_its_own() -> None:
     assert (
         added_posture(doc, [rel("ladder", "against", "shed")], "Is there a ladder standing against the shed?") is None
     )
-    verdict = wording_gate(doc, ["boy", "wall"], "exists", on_wall, "Is there a boy standing on the wall?",
-                           "Yes, there is a boy standing on the wall.")  # fmt: skip
+    verdict = wording_gate(
+        doc, ["boy", "wall"], "place", on_wall, "What is the boy standing on?", "The boy is on the wall."
+    )
     assert verdict is not None and verdict.verdict == "filtered_untrusted"
 
 
@@ -909,3 +899,11 @@ def test_a_verb_glued_to_the_noun_before_it_is_no_thing() -> None:
     # A plural noun in the same place, with a verb of its own, is a thing.
     shoes = parsed("Two men in tennis shoes stand on a mat beside the net.")
     assert verb_name(shoes, "tennis shoes") is None
+
+
+@needs_parser
+def test_a_place_question_asks_for_every_thing_the_caption_puts_there() -> None:
+    # "What is the cat lying on?" answered "the rug" leaves out the cushion the caption adds.
+    doc = parsed("A cat lies on a rug and a cushion. A lamp stands by the window.")
+    assert "cushion" in (incomplete(doc, "place", [rel("cat", "on", "rug")], ["cat", "rug", "cushion"]) or "")
+    assert incomplete(doc, "place", [rel("lamp", "by", "window")], ["lamp", "window"]) is None

@@ -88,10 +88,12 @@ def _predicate_phrase(subject: str, predicate: str) -> str:
     return " ".join([verb, *words[1:]])
 
 
-def relation_clause(fact: SceneTuple) -> str:
-    """A relation fact as a clause: "the lantern is on the pier", "the shadow falls across the path"."""
+def relation_clause(fact: SceneTuple, with_target: bool = True) -> str:
+    """A relation fact as a clause: "the lantern is on the pier", "the shadow falls across the path"
+    (without its target: "the lantern is on", what a question about the target asks)."""
     predicate = "part of" if fact.relation_type == "part" and fact.predicate in (None, "", "of") else fact.predicate
-    return f"the {fact.entity} {_predicate_phrase(fact.entity, predicate or '')} the {fact.target}"
+    clause = f"the {fact.entity} {_predicate_phrase(fact.entity, predicate or '')}"
+    return f"{clause} the {fact.target}" if with_target else clause
 
 
 def _ongoing_words(predicate: str) -> str:
@@ -156,8 +158,8 @@ def reference_answer(kind: str, facts: Sequence[SceneTuple], subject: str, calle
         typ, value = facts[0].attribute_type, str(facts[0].value)
         made = typ == "material" and not _adjectival(value)
         return _sentence(f"{things} are made of {value}" if made else f"{things} are {value}")
-    if kind == "exists":
-        return "Yes, " + relation_clause(facts[0]) + "."
+    if kind == "place":
+        return _sentence(relation_clause(facts[0]))
     if kind == "activity":
         if facts[0].kind == "attribute":
             return _sentence(f"{name} {_be(many)} {_values(facts)}")
