@@ -907,3 +907,16 @@ def test_a_place_question_asks_for_every_thing_the_caption_puts_there() -> None:
     doc = parsed("A cat lies on a rug and a cushion. A lamp stands by the window.")
     assert "cushion" in (incomplete(doc, "place", [rel("cat", "on", "rug")], ["cat", "rug", "cushion"]) or "")
     assert incomplete(doc, "place", [rel("lamp", "by", "window")], ["lamp", "window"]) is None
+
+
+@needs_parser
+def test_a_word_the_caption_uses_only_of_another_thing_is_no_thing() -> None:
+    from prove_assets.core.construction.gates import modifier_name
+
+    doc = parsed("Heaps of green nylon fishing nets lie on the deck beside a man in a tweed cap.")
+    nodes = ["nylon", "nets", "deck", "man", "tweed", "cap"]
+    assert "nylon nets" in (modifier_name(doc, "nylon", nodes) or "")
+    assert modifier_name(doc, "tweed", nodes) is not None
+    assert modifier_name(doc, "nets", nodes) is None
+    # A word the tagger made a noun's modifier before a verb it misread is not caught: no node there.
+    assert modifier_name(parsed("A narrow ridge runs along the hill."), "ridge", ["ridge", "hill"]) is None
