@@ -18,7 +18,14 @@ from prove_assets.core.construction.parse_extract import (
     llm_can_add,
     parse_tuples_from_text,
 )
-from prove_assets.core.construction.targets import KINDS, CaptionCheck, around_program, candidate_targets, plan_targets
+from prove_assets.core.construction.targets import (
+    KINDS,
+    CaptionCheck,
+    Target,
+    around_program,
+    candidate_targets,
+    plan_targets,
+)
 from prove_assets.core.construction.verify import judge_pair, missing_facts, output_problem
 from prove_assets.core.reports.quality import gold_aliases, still_right_on_gold
 from prove_assets.core.requests import LLMRequest, LLMResult
@@ -336,6 +343,11 @@ def test_answer_must_state_the_facts_and_agree_on_yes_no() -> None:
     assert turned.verdict == "answer_mismatch" and "other way round" in turned.reason
     right = judge_pair("What color is it?", output, "ok", output, 0.8, 0.6, hop)
     assert right.verdict == "ok", right.reason
+    # A question ending on the predicate and an answer starting on the subject are read apart.
+    over = [SceneTuple("relation", "mist", relation_type="spatial", predicate="over", target="marsh")]
+    place = judge_pair("What is the mist over?", "The mist is over the marsh.", "ok", "The mist is over the marsh.",
+                       0.9, 0.6, over)  # fmt: skip
+    assert place.verdict == "ok", place.reason
 
 
 def test_wording_parser_and_rows_keep_every_target() -> None:
@@ -343,6 +355,10 @@ def test_wording_parser_and_rows_keep_every_target() -> None:
     targets = plan_targets(sg, 4)
     # The model is shown the instruction and the answer code wrote; it words only the question.
     assert f" Answer: {target_answer(targets[0])}" in target_text(targets[0])
+    # A place question is shown its answer without the thing it asks for, so it cannot copy it.
+    fact = SceneTuple("relation", "lantern", relation_type="spatial", predicate="on", target="pier")
+    lantern = Target("place", "lantern", (fact,), "Ask what the lantern is on, without naming it.", "", 2)
+    assert target_text(lantern).endswith("Answer: The lantern is on ...")
     pair = parse_question({"question": " What color is the boat? ", "answer": "ignored"})
     assert pair == {"question": "What color is the boat?"}
     with pytest.raises(ValueError):

@@ -920,3 +920,15 @@ def test_a_word_the_caption_uses_only_of_another_thing_is_no_thing() -> None:
     assert modifier_name(doc, "nets", nodes) is None
     # A word the tagger made a noun's modifier before a verb it misread is not caught: no node there.
     assert modifier_name(parsed("A narrow ridge runs along the hill."), "ridge", ["ridge", "hill"]) is None
+
+
+def test_a_place_question_must_ask_for_the_place() -> None:
+    from prove_assets.core.construction.gates import unasked_place
+
+    in_harbour = [rel("water", "in", "harbor")]
+    # The model dropped the preposition; "in this picture" is the frame, not the place asked.
+    assert unasked_place("place", in_harbour, "What is the water in this picture?") is not None
+    assert unasked_place("place", in_harbour, "What is the water in, in this picture?") is None
+    on_top = [rel("gull", "on top of", "post")]
+    assert unasked_place("place", on_top, "What is the gull on top of in this picture?") is None
+    assert unasked_place("place", [rel("lamp", "on", "arm")], "What does the lamp hang from?") is not None

@@ -1001,6 +1001,24 @@ def disagreeing_wording(facts: Sequence[SceneTuple], question: str) -> str | Non
     return None
 
 
+# "in this picture": the frame a question may add, no place it asks about.
+_IN_FRAME = re.compile(r"\b(?:in|of|on|from) (?:this|the) (?:picture|scene|image|photo|photograph)\b")
+
+
+def unasked_place(kind: str, facts: Sequence[SceneTuple], question: str) -> str | None:
+    """A place question whose words do not ask for the place: the predicate's last word ("on",
+    "against") is missing once the frame is taken out ("What is the water in this picture?" for
+    "the water is in the harbour"), or its verb is changed ("What does the lamp hang from?")."""
+    if kind != "place":
+        return None
+    said = set(_words(_IN_FRAME.sub(" ", question.lower())))
+    for f in facts:
+        words = _words(f.predicate or "")
+        if words and words[-1] not in said:
+            return f"the question does not ask what the {f.entity} is {f.predicate}"
+    return None
+
+
 def _plural_word(word: str) -> bool:
     return singular(word) != word and not word.endswith(("ss", "us", "is", "as"))
 
@@ -1231,7 +1249,7 @@ def wording_gate(
     colour_only = kind == "describe" and _COLOUR_ASKED.match(question.lower().strip())
     if colour_only and any(f.kind == "attribute" and f.attribute_type != "color" for f in facts):
         return GateVerdict("unnatural", "a colour asked, an answer that gives more than colours")
-    why = disagreeing_wording(facts, question)
+    why = disagreeing_wording(facts, question) or unasked_place(kind, facts, question)
     if why:
         return GateVerdict("unnatural", why)
     for name in _names_asked(kind, facts):

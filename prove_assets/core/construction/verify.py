@@ -158,7 +158,8 @@ def judge_pair(
     if polarity(output) and polarity(answer) != polarity(output):
         return Verdict("answer_mismatch", f"the answer says {polarity(answer)!r}, the program {polarity(output)!r}")
     if facts is not None:
-        turned = [f for f in facts if states_reversed(f"{question} {answer}", f)]
+        # Each on its own: "What is the mist over?" + "The mist is over ..." reads "over the mist".
+        turned = [f for f in facts if states_reversed(question, f) or states_reversed(answer, f)]
         if turned:
             return Verdict("answer_mismatch", f"the wording states the relation the other way round: {turned[0].text}")
         missing = missing_facts(answer, facts)
