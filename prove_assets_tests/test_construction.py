@@ -894,6 +894,7 @@ def test_reference_answers_state_the_facts_in_a_sentence() -> None:
     )
     lean = [rel("painting", "lean against", "wall")]
     assert reference_answer("place", lean, "painting") == "The painting leans against the wall."
+    assert reference_answer("place", [rel("people", "in", "line")], "people") == "The people are in the line."
     # What a place question asks: the clause without the thing the answer names.
     assert relation_clause(lean[0], with_target=False) == "the painting leans against"
 

@@ -31,11 +31,16 @@ _ADJECTIVE_ENDINGS = ("en", "ic", "ed", "y", "ous", "al")
 _NOUN_MATERIALS = frozenset({"plastic", "ceramic", "fabric", "metal", "steel", "glass", "paper", "wool"})
 
 
+# Plurals the spelling rule does not see ("The people is in the line").
+_IRREGULAR_PLURALS = frozenset({"people", "children", "men", "women", "feet", "teeth", "geese", "mice", "cattle"})
+
+
 def plural(name: str) -> bool:
-    """Whether a thing's name is plural ("leaves", "two cups"): its head noun is not its singular."""
+    """Whether a thing's name is plural ("leaves", "two cups", "people"): its head noun is not
+    its singular, or is an irregular plural."""
     words = split_words(name)
     head = words[-1] if words else ""
-    return bool(head) and singular(head) != head
+    return bool(head) and (singular(head) != head or head in _IRREGULAR_PLURALS)
 
 
 def _be(many: bool) -> str:
