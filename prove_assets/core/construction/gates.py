@@ -273,10 +273,15 @@ def verb_name(doc: Any, name: str) -> str | None:
     """Why a node's name is no thing: the caption uses its head word only as a verb ("the
     lamp shines", "a window lets in light")."""
     head = _head(name)
-    uses = [t for t in doc if t.text.lower() == head or singular(t.text.lower()) == head]
+    uses = [t for t in doc if (t.text.lower() == head or singular(t.text.lower()) == head) and not _quoted(t)]
     if uses and all(t.pos_ in ("VERB", "AUX") or _verb_read_as_noun(t) for t in uses):
         return f"the caption uses {uses[0].text!r} only as a verb, not a thing"
     return None
+
+
+def _quoted(tok: Any) -> bool:
+    """Inside quotation marks: a sign's words ("SKATE"), no use of the word in the caption's grammar."""
+    return sum(t.text == '"' for t in tok.sent if t.i < tok.i) % 2 == 1
 
 
 def _verb_read_as_noun(tok: Any) -> bool:
@@ -286,10 +291,13 @@ def _verb_read_as_noun(tok: Any) -> bool:
     as the object of a plural-form verb whose subject is singular, a noun the tagger made the
     verb ("a blue train with its doors open waits at the platform")."""
     nxt = tok.doc[tok.i + 1] if tok.i + 1 < len(tok.doc) else None
-    if tok.tag_ != "NNS" or nxt is None or nxt.pos_ not in ("ADP", "PART", "ADV") or nxt.lower_ == "of":
+    if tok.tag_ not in ("NNS", "NN") or nxt is None or nxt.pos_ not in ("ADP", "PART", "ADV") or nxt.lower_ == "of":
         return False
-    if _glued_verb(tok):
+    # A bare form too, after a plural owner ("children in colorful clothing run across a field").
+    if _glued_verb(tok) and (tok.tag_ == "NNS" or tok.head.head.tag_ == "NNS"):
         return True
+    if tok.tag_ != "NNS":
+        return False
     if nxt.pos_ == "ADV":
         return False
     if not any(t.pos_ in ("VERB", "AUX") for t in tok.sent):
@@ -322,13 +330,14 @@ def _glued_verb(tok: Any) -> bool:
         return False
     if tok.dep_ == "ROOT":
         return True
+    # In a sentence whose root is no verb, a conjunct or a phrase's object is the missing verb too
+    # ("Just behind them, a man in a black jacket skates backward"; "a woman in a red coat and
+    # a white knit hat skates toward the right, holding ...").
+    in_with = tok.dep_ == "pobj" and tok.head.lower_ in ("in", "with")
+    if tok.sent.root.pos_ not in ("VERB", "AUX") and (tok.dep_ == "conj" or in_with):
+        return True
     owner = tok.head.head
-    return (
-        tok.dep_ == "pobj"
-        and tok.head.lower_ in ("in", "with")
-        and owner.pos_ == "NOUN"
-        and owner.dep_ not in ("nsubj", "nsubjpass", "pobj", "dobj")
-    )
+    return in_with and owner.pos_ == "NOUN" and owner.dep_ not in ("nsubj", "nsubjpass", "pobj", "dobj")
 
 
 def _names_asked(kind: str, facts: Sequence[SceneTuple]) -> list[str]:
@@ -1118,7 +1127,7 @@ def not_its_place(doc: Any, kind: str, fact: SceneTuple) -> str | None:
     stated = _the_fact_sentence(doc, fact)
     if stated is None:
         return None
-    _, pred, obj = stated
+    source, pred, obj = stated
     if pred.dep_ in ("prep", "pcomp") and pred.head.lower_ == "from":
         return f"'from {pred.text}' is where it is seen from"
     said_of = pred.head  # what a prepositional phrase hangs on
@@ -1126,6 +1135,31 @@ def not_its_place(doc: Any, kind: str, fact: SceneTuple) -> str | None:
         return f"'{said_of.text} {pred.text} the {obj.text}' says where it is {said_of.text}, not where it is"
     if obj.head.pos_ == "ADP" and obj.head.i > pred.i and obj.head.lower_ not in (*words, "of"):
         return f"the {obj.text} follows '{obj.head.text}', not '{fact.predicate}'"
+    return _placed_elsewhere(source, fact)
+
+
+def _placed_elsewhere(source: Any, fact: SceneTuple) -> str | None:
+    """Why the thing a place phrase follows is not what it places (dev16, dev17 "place" pairs):
+    - a viewpoint ("seen from a higher roof across the street");
+    - where another thing is or acts ("gulls hover in the air above the railing": the gulls);
+    - a part in another thing's "with" phrase ("a sink with a chrome faucet stands beside the
+      chair": the sink stands there);
+    - a target the sentence names otherwise ("a lamp on a white jointed arm" for "swivel arm")."""
+    holder = source.head if source.dep_ == "pobj" else None
+    if holder is not None and holder.lower_ == "from":
+        return f"'from the {source.text}' is where it is seen from"
+    acting = holder.head if holder is not None else None
+    if acting is not None and acting.pos_ == "VERB":
+        subject = next((c for c in acting.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+        if subject is not None:
+            return f"the {source.text} is where the {subject.text} {acting.text}"
+    before = source.doc[source.left_edge.i - 1] if source.left_edge.i > 0 else None
+    if before is not None and before.lower_ == "with" and before.i > 0 and source.doc[before.i - 1].pos_ == "NOUN":
+        return f"the {source.text} is in the {source.doc[before.i - 1].text}'s 'with' phrase"
+    said = {singular(t.lower_) for t in source.sent}
+    missing = [w for w in _words(fact.target or "") if w not in said and w != "of"]
+    if missing:
+        return f"the sentence calls the {_head(fact.target or '')} otherwise (no {missing[0]!r})"
     return None
 
 
