@@ -971,6 +971,7 @@ def test_a_quoted_word_is_no_use_of_a_name() -> None:
          "no 'swivel'"),
         ("A round lamp on a white jointed arm hangs above the headrest.", rel("lamp", "on", "jointed arm"), None),
         ("A narrow sink stands beside the chair.", rel("sink", "beside", "chair"), None),
+        ("Three gulls fly in the air above the railing.", rel("air", "above", "railing"), "where the gulls fly"),
     ],
 )  # fmt: skip
 def test_a_place_phrase_on_another_thing_does_not_place_it(caption: str, fact: SceneTuple, why: str | None) -> None:
