@@ -1141,7 +1141,7 @@ def not_its_place(doc: Any, kind: str, fact: SceneTuple) -> str | None:
 def _placed_elsewhere(source: Any, fact: SceneTuple) -> str | None:
     """Why the thing a place phrase follows is not what it places (dev16, dev17 "place" pairs):
     - a viewpoint ("seen from a higher roof across the street");
-    - where another thing is or acts ("gulls hover in the air above the railing": the gulls);
+    - where another thing is or acts ("gulls fly in the air above the railing": the gulls);
     - a part in another thing's "with" phrase ("a sink with a chrome faucet stands beside the
       chair": the sink stands there);
     - a target the sentence names otherwise ("a lamp on a white jointed arm" for "swivel arm")."""
