@@ -145,7 +145,8 @@ def judge_reply(body: dict[str, Any], last: str) -> dict[str, Any]:
 def word_question(target: str) -> dict[str, str]:
     """The question of a planned target by rules: its instruction as a question."""
     instruction = target.split(" Answer: ", 1)[0]
-    question = instruction.removeprefix("Ask ").split(" (")[0].split(". Call it")[0].rstrip(".") + "?"
+    asked = instruction.removeprefix("Ask ").split(" (")[0].split(". Call it")[0].split(", without")[0]
+    question = asked.rstrip(".") + "?"
     return {"question": question[0].upper() + question[1:]}
 
 
