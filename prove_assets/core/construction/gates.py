@@ -291,13 +291,14 @@ def _verb_read_as_noun(tok: Any) -> bool:
     as the object of a plural-form verb whose subject is singular, a noun the tagger made the
     verb ("a blue train with its doors open waits at the platform")."""
     nxt = tok.doc[tok.i + 1] if tok.i + 1 < len(tok.doc) else None
-    if tok.tag_ not in ("NNS", "NN") or nxt is None or nxt.pos_ not in ("ADP", "PART", "ADV") or nxt.lower_ == "of":
+    if nxt is None or nxt.pos_ not in ("ADP", "PART", "ADV") or nxt.lower_ == "of":
         return False
-    # A bare form too, after a plural owner ("children in colorful clothing run across a field").
-    if _glued_verb(tok) and (tok.tag_ == "NNS" or tok.head.head.tag_ == "NNS"):
-        return True
+    if tok.tag_ == "NN":  # a bare form, glued after a plural owner ("children in colorful clothing run across")
+        return _glued_verb(tok) and tok.head.head.tag_ == "NNS"
     if tok.tag_ != "NNS":
         return False
+    if _glued_verb(tok):
+        return True
     if nxt.pos_ == "ADV":
         return False
     if not any(t.pos_ in ("VERB", "AUX") for t in tok.sent):

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from prove_assets.core.construction.answers import reference_answer
+from prove_assets.core.construction.answers import reference_answer, relation_clause
 from prove_assets.core.construction.targets import Target
 from prove_assets.core.tuples import SceneTuple
 
@@ -62,10 +62,10 @@ def target_text(target: Target) -> str:
     """A target as the wording prompt shows it: the instruction and the answer to ask for; a
     place question's answer without the thing it asks for, which a question copied from the
     answer would name (dev17: 9 of 50 such questions did)."""
-    answer = target_answer(target)
     if target.kind == "place":
-        answer = answer.removesuffix(f" the {target.facts[0].target}.") + " ..."
-    return f"{target.instruction} Answer: {answer}"
+        clause = relation_clause(target.facts[0], with_target=False)
+        return f"{target.instruction} Answer: {clause[0].upper()}{clause[1:]} ..."
+    return f"{target.instruction} Answer: {target_answer(target)}"
 
 
 QUESTION_SCHEMA: dict[str, Any] = {
