@@ -83,6 +83,12 @@ def test_the_other_end_of_a_relation_named_in_the_question_is_given_away() -> No
         ("A spoon rests on the plate to the left of the glass.", rel("plate", "left of", "glass"), "spoon"),
         ("A lamp with a white shade on the wooden desk glows.", rel("lamp", "on", "desk"), "shade"),
         ("Two tiers of wooden benches face the stage.", rel("tiers", "part of", "benches", "part"), "arrangement"),
+        # Hand-written in the pattern of dev18: a noun compound read as a thing and a verb.
+        (
+            "The lamp casts thin shadows from the steel window frames across the floor.",
+            rel("window", "frames across", "floor"),
+            "names a thing",
+        ),
     ],
 )
 def test_relations_read_against_the_grammar_are_untrusted(caption: str, fact: SceneTuple, why: str) -> None:
@@ -972,6 +978,12 @@ def test_a_quoted_word_is_no_use_of_a_name() -> None:
         ("A round lamp on a white jointed arm hangs above the headrest.", rel("lamp", "on", "jointed arm"), None),
         ("A narrow sink stands beside the chair.", rel("sink", "beside", "chair"), None),
         ("Three gulls fly in the air above the railing.", rel("air", "above", "railing"), "where the gulls fly"),
+        # dev18's pattern: a phrase after a noun in a place phrase, or in a region of a thing.
+        ("A red backpack lies on the floor of the tent near the door.", rel("tent", "near", "door"),
+         "'the floor of the tent'"),
+        ("A paper lantern hangs in a slow spiral above the table between two stone pillars.",
+         rel("table", "between", "pillars"), "'above the table'"),
+        ("A line of tall poplars along the river catches the light.", rel("poplars", "along", "river"), None),
     ],
 )  # fmt: skip
 def test_a_place_phrase_on_another_thing_does_not_place_it(caption: str, fact: SceneTuple, why: str | None) -> None:

@@ -653,6 +653,9 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
     for tok in (source, obj):
         if tok.pos_ in ("VERB", "AUX") or tok.tag_.startswith("VB"):
             return f"{tok.text!r} is a verb in the caption, not a thing"
+    # "shadows from the white roof frames across the plants": "roof frames" names a thing.
+    if source.dep_ == "compound" and source.head.i == pred.i:
+        return f"'{source.text} {pred.text}' names a thing in the caption, not what the {source.text} does"
     # "thin shadows of the pipes across the bricks": the phrase places the depiction, not the thing
     # (dev..dev13 kept: 2 wrong caught, 1 correct lost).
     owner = source.head if source.dep_ == "poss" or (source.dep_ == "pobj" and source.head.lower_ == "of") else None
@@ -1136,13 +1139,22 @@ def not_its_place(doc: Any, kind: str, fact: SceneTuple) -> str | None:
         return f"'{said_of.text} {pred.text} the {obj.text}' says where it is {said_of.text}, not where it is"
     if obj.head.pos_ == "ADP" and obj.head.i > pred.i and obj.head.lower_ not in (*words, "of"):
         return f"the {obj.text} follows '{obj.head.text}', not '{fact.predicate}'"
-    return _placed_elsewhere(source, fact)
+    return _placed_elsewhere(source, pred, fact)
 
 
-def _placed_elsewhere(source: Any, fact: SceneTuple) -> str | None:
+# Nouns for a region of a thing: a phrase after "the floor of the canoe" places the floor.
+_REGIONS = _SIDES | {"side", "end", "floor", "surface", "base", "rim", "tip"}
+
+
+def _placed_elsewhere(source: Any, pred: Any, fact: SceneTuple) -> str | None:
     """Why the thing a place phrase follows is not what it places (dev16, dev17 "place" pairs):
     - a viewpoint ("seen from a higher roof across the street");
     - where another thing is or acts ("gulls fly in the air above the railing": the gulls);
+    - a phrase after a noun that is itself in a place phrase or a region of a thing ("stand on
+      the walkway in the middle of the tunnel", "on the floor of the canoe near the back seat"):
+      it may place the whole phrase, though the parser hangs it on the nearest noun (dev17, dev18
+      place pairs: 5 wrong caught, 0 correct lost; "with" phrases and "a line of trees along the
+      horizon" keep theirs);
     - a part in another thing's "with" phrase ("a sink with a chrome faucet stands beside the
       chair": the sink stands there);
     - a target the sentence names otherwise ("a lamp on a white jointed arm" for "swivel arm")."""
@@ -1154,6 +1166,11 @@ def _placed_elsewhere(source: Any, fact: SceneTuple) -> str | None:
         subject = next((c for c in acting.children if c.dep_ in ("nsubj", "nsubjpass")), None)
         if subject is not None:
             return f"the {source.text} is where the {subject.text} {acting.text}"
+    if holder is not None and pred.head.i == source.i:
+        region = holder.lower_ == "of" and singular(holder.head.lower_) in _REGIONS
+        if region or holder.lower_ not in ("of", "with"):
+            said = f"the {holder.head.text} {holder.text}" if region else holder.text
+            return f"'{fact.predicate} the {fact.target}' may place all of '{said} the {source.text}'"
     before = source.doc[source.left_edge.i - 1] if source.left_edge.i > 0 else None
     if before is not None and before.lower_ == "with" and before.i > 0 and source.doc[before.i - 1].pos_ == "NOUN":
         return f"the {source.text} is in the {source.doc[before.i - 1].text}'s 'with' phrase"
