@@ -227,17 +227,19 @@ def test_which_things_share_a_colour_is_a_whole_scene_question(sandbox: Sandbox)
     assert half.verdict == "answer_mismatch" and "lighthouse is white" in half.reason
 
 
-def test_which_is_asked_of_any_shared_descriptive_word_but_never_of_part_of_a_value_or_a_size() -> None:
+def test_which_is_asked_of_any_shared_descriptive_word_but_never_of_part_of_a_value_a_size_or_a_material() -> None:
     tuples = [
         *TUPLES,
         *parse_tuples(
             {"attributes": [["boy", "state", "smiling"], ["seagulls", "state", "smiling"], ["sail", "size", "small"],
-                            ["net", "state", "partly torn"], ["roof", "state", "partly hidden"]]}
+                            ["net", "state", "partly torn"], ["roof", "state", "partly hidden"],
+                            ["net", "material", "nylon"], ["sail", "material", "nylon"]]}
         ),
     ]  # fmt: skip
     caption = (
         CAPTION
-        + " The smiling boy waves at the smiling seagulls; a small sail, a partly torn net, a partly hidden roof."
+        + " The smiling boy waves at the smiling seagulls; a small nylon sail, a partly torn nylon net,"
+        + " a partly hidden roof."
     )
     which = {
         (f.attribute_type, f.value, f.entity)
@@ -245,7 +247,8 @@ def test_which_is_asked_of_any_shared_descriptive_word_but_never_of_part_of_a_va
         for f in t.facts
     }
     assert {("state", "smiling", "boy"), ("state", "smiling", "seagulls")} <= which
-    assert not {v for _, v, _ in which} & {"small", "partly"}  # size is relative; "partly" is no value alone
+    # Size is relative; "partly" is no value alone; a material is often only implied by a noun.
+    assert not {v for _, v, _ in which} & {"small", "partly", "nylon"}
 
 
 def test_a_count_is_asked_only_of_a_thing_named_in_one_sentence() -> None:

@@ -989,3 +989,11 @@ def test_a_quoted_word_is_no_use_of_a_name() -> None:
 def test_a_place_phrase_on_another_thing_does_not_place_it(caption: str, fact: SceneTuple, why: str | None) -> None:
     said = not_its_place(parsed(caption), "place", fact)
     assert (said is None) if why is None else (why in (said or ""))
+
+
+def test_a_line_of_writing_is_not_what_a_text_question_names() -> None:
+    # Hand-written in the pattern of dev16 and dev18: "What does the top line say?" names no sign.
+    board = [attr("top line", "text rendering", '"GATE 4"')]
+    verdict = target_gate(None, ["board", "top line"], "text", board)
+    assert verdict is not None and verdict.verdict == "filtered_ambiguous" and "writing" in verdict.reason
+    assert target_gate(None, ["board"], "text", [attr("board", "text rendering", '"GATE 4"')]) is None
