@@ -595,6 +595,15 @@ def test_parser_reads_with_after_a_predicate_adjective_and_a_depiction_as_one_th
     assert {"rocket model is white", "fins part of rocket model"} <= renamed and "craft" not in renamed
     listed = _texts(parse_tuples_from_text("A bowl holds bananas, two green apples and a pear."))
     assert {"bananas", "apples", "pear"} <= listed  # a list the parser reads as apposition stays a list
+    # Hand-written in the patterns of dev15 and dev18: a broken list is no apposition, a "with" part
+    # is the last item's, and "navy blue" is one colour.
+    broken = _texts(parse_tuples_from_text("A bench holds a coiled black chain, a small tin of oil, and a can."))
+    assert "tin is small" in broken and "chain is small" not in broken
+    worn = _texts(parse_tuples_from_text("A runner wears a white shirt, navy blue shorts, and red shoes with soles."))
+    assert {"shorts is navy blue", "soles part of shoes"} <= worn
+    assert not {"shorts is navy", "soles part of shirt", "soles part of shorts"} & worn
+    sky = _texts(parse_tuples_from_text("A clear blue sky hangs over orange salmon slices."))
+    assert {"sky is clear", "sky is blue"} <= sky and "slices is orange salmon" not in sky
 
 
 @needs_parser

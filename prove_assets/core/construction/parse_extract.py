@@ -192,6 +192,23 @@ def _colour_part(tok: Any) -> bool:
     return tok.text == "-" or tok.text.lower() in INTENSITY or word_class(tok.text.lower()) == "color"
 
 
+_CLARITY = {"clear", "transparent", "translucent"}
+
+
+def _starts_colour(tok: Any) -> bool:
+    """A colour word the parser hung on the noun that is the first word of the next colour
+    ("navy" of "navy blue shorts"): one colour, not two."""
+    nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
+    return (
+        word_class(tok.text.lower()) == "color"
+        and tok.lower_ not in _CLARITY  # "a clear blue sky": cloudless and blue
+        and nxt is not None
+        and word_class(nxt.text.lower()) == "color"
+        and nxt.head.i == tok.head.i
+        and nxt.pos_ == "ADJ"  # not "orange salmon slices"
+    )
+
+
 def _value(adj: Any) -> str:
     """An adjective's value with its grading and hyphenated parts: "pale bluish-white". A colour
     takes the colour words and intensities right before it, not other adjectives ("glossy" of
@@ -199,6 +216,8 @@ def _value(adj: Any) -> str:
     start = adj.i
     if word_class(adj.text.lower()) == "color":
         while start > adj.left_edge.i and _colour_part(adj.doc[start - 1]):
+            start -= 1
+        while start > 0 and _starts_colour(adj.doc[start - 1]):
             start -= 1
     before = adj.doc[start - 1] if start > 0 else None
     if before is not None and _grades_colour(before):
@@ -334,7 +353,15 @@ def _renames(tok: Any) -> bool:
         and tok.head.tag_ == "NN"
         and _introduced(tok)
         and not any(c.dep_ in ("conj", "cc") for c in [*tok.children, *tok.head.children])
+        and not _list_goes_on(tok)
     )
+
+
+def _list_goes_on(tok: Any) -> bool:
+    """Whether ", and" or "and" follows a noun phrase: "a coiled chain, a small tin of grease, and
+    a spray can" is a list the parser broke, not a tin that renames the chain."""
+    after = [t.lower_ for t in tok.doc[tok.right_edge.i + 1 : tok.right_edge.i + 3]]
+    return after[:1] in (["and"], ["or"]) or after in ([",", "and"], [",", "or"])
 
 
 def _depicted(tok: Any) -> Any | None:
@@ -651,9 +678,9 @@ def parse_tuples_from_text(
         if name:
             add(SceneTuple("attribute", name, attribute_type=typ or word_class(value) or "state", value=value))
 
-    def relation(src: Any, pred: str, tgt: Any, typ: str = "spatial") -> None:
+    def relation(src: Any, pred: str, tgt: Any, typ: str = "spatial", spread: bool = True) -> None:
         for s in _conjuncts(src):
-            for t in _conjuncts(tgt):
+            for t in _conjuncts(tgt) if spread else [tgt]:
                 a, b = thing(s), thing(t)
                 if a and b and a != b:
                     add(SceneTuple("relation", a, relation_type=typ, predicate=pred, target=b))
@@ -665,7 +692,7 @@ def parse_tuples_from_text(
         # A subject read as a compound of its verb leaves its adjectives on the verb too.
         misplaced = [c for c in tok.head.children if c.i < tok.i] if _subject_read_as_compound(tok) else []
         for c in [*tok.children, *misplaced]:
-            if c.dep_ in ("amod", "compound") and _grades_colour(c):
+            if (c.dep_ in ("amod", "compound") and _grades_colour(c)) or _starts_colour(c):
                 continue  # part of the colour that follows
             if _describes(c):
                 attribute(tok, _value(c))
@@ -683,7 +710,10 @@ def parse_tuples_from_text(
                 elif pred == "of":
                     relation(tok, "part of", obj, "part")
                 elif pred == "with":
-                    relation(obj, "part of", tok, "part")
+                    # "white socks and red shoes with gray soles": the soles are the shoes', the
+                    # item of a list right before "with", wherever the parser hangs the phrase.
+                    whole = max((t for t in _conjuncts(tok) if t.i < c.i), key=lambda t: t.i, default=tok)
+                    relation(obj, "part of", whole, "part", spread=False)
                 elif pred in SPATIAL:
                     relation(_with_object_before(c) or tok, *_place_on(pred, obj))
     for tok in doc:
