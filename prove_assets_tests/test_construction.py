@@ -926,3 +926,15 @@ def test_a_thing_the_text_says_is_not_there_gives_no_tuple() -> None:
     assert "frame" not in mirror and {"mirror", "wall", "mirror on wall"} <= mirror
     # The subject of a negated verb is still there.
     assert [t.text for t in parse_tuples_from_text("The cake has not been cut.")] == ["cake"]
+
+
+def test_a_question_that_names_a_thing_by_its_place_is_verified_there(sandbox: Sandbox) -> None:
+    """ "What does the sign on the island say?": the program finds the sign among what the graph
+    puts on the island, so it reads the island too and fails where the graph does not say it."""
+    sg = SceneGraph.from_tuples(CAPTION, TUPLES)
+    text = next(t for t in candidate_targets(sg)["text"] if t.subject == "sign")
+    assert text.called == "the sign on the island" and text.program != text.verifying_program()
+    run = sandbox.run(text.verifying_program(), sg.to_json())
+    assert run.output.lower() == 'the sign reads "keep out".' and {"island", "sign"} <= set(run.visited)
+    elsewhere = SceneGraph.from_tuples(CAPTION, [t for t in TUPLES if not (t.entity == "sign" and t.target)])
+    assert sandbox.run(text.verifying_program(), elsewhere.to_json()).output == "unknown"

@@ -129,7 +129,7 @@ def targeted_rows(
         base = {
             "image_id": image_id,
             "pair_index": i,
-            "program": target.program,
+            "program": target.verifying_program(),
             "generator": "targeted",
             "kind": target.kind,
             "facts": facts_json(target.facts),

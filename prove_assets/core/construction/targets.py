@@ -100,16 +100,28 @@ class Target:
     subject: str
     facts: tuple[SceneTuple, ...]
     instruction: str
+    # The program without the place check `verifying_program` adds.
     program: str
-    # Nodes its program will visit through the API (an entity's relations touch every neighbour):
-    # PROVE's simple/complex split, known before anything runs.
+    # Nodes its program will visit through the API at least (an entity's relations touch every
+    # neighbour; the place check adds the place's): PROVE's simple/complex split, before anything runs.
     expected_nodes: int = 1
-    # How the question calls its subject when a place tells it from others ("the cup on the saucer").
-    # Out of the repr: plans are shuffled by the repr's hash, and the instruction already says it.
-    called: str | None = field(default=None, repr=False)
+    # The place its question calls its subject by when it tells it from others ("the cup on the
+    # saucer"). Out of the repr: plans are shuffled by the repr's hash, and the instruction says it.
+    place: SceneTuple | None = field(default=None, repr=False)
 
     def facts_text(self) -> str:
         return "; ".join(t.text for t in self.facts) if self.facts else "(none)"
+
+    @property
+    def called(self) -> str | None:
+        return called_name(self.place) if self.place is not None else None
+
+    def verifying_program(self) -> str:
+        """The program that verifies it: one about one thing named by a place finds it there first
+        (a comparison's program reads its two things by name)."""
+        if self.place is None or self.kind == "compare":
+            return self.program
+        return with_context(self.program, self.place)
 
 
 def _plural_count(value: str) -> bool:
@@ -346,15 +358,15 @@ def _order(items: Iterable, salt: str) -> list:
     return sorted(items, key=lambda x: hashlib.sha1(f"{salt}|{x!r}".encode()).hexdigest())
 
 
-def places(sg: SceneGraph, stated: Sequence[SceneTuple]) -> dict[str, str]:
-    """Per node, how a question can call it so it is one thing: its name with a place the caption
+def places(sg: SceneGraph, stated: Sequence[SceneTuple]) -> dict[str, SceneTuple]:
+    """Per node, the relation a question can call it by so it is one thing: a place the caption
     states plainly ("cup on the saucer", "handle of the mug"), the place a node no other node of
     the same head noun also has, by a relation whose reading the grammar gates trust."""
     doc = parsed(sg.caption) if parser_enabled() else None
     heads: dict[str, list[str]] = {}
     for node in sg.nodes:
         heads.setdefault((name_key(str(node)) or ("",))[-1], []).append(str(node))
-    out: dict[str, str] = {}
+    out: dict[str, SceneTuple] = {}
     for r in _order(stated, sg.caption[:200]):
         if r.entity in out or r.relation_type not in ("spatial", "part") or not r.target:
             continue
@@ -364,9 +376,31 @@ def places(sg: SceneGraph, stated: Sequence[SceneTuple]) -> dict[str, str]:
         # "the cup on the table" says nothing when there are two tables, nor "the cap top of the cap".
         if len(same) > 1 or set(name_key(r.target)) <= set(name_key(r.entity)):
             continue
-        predicate = "of" if r.relation_type == "part" else r.predicate
-        out[r.entity] = f"the {r.entity} {predicate} the {r.target}"
+        out[r.entity] = r
     return out
+
+
+def called_name(place: SceneTuple) -> str:
+    """How a question calls a thing by its place: "the cup on the saucer", "the handle of the mug"."""
+    predicate = "of" if place.relation_type == "part" else place.predicate
+    return f"the {place.entity} {predicate} the {place.target}"
+
+
+def with_context(program: str, place: SceneTuple) -> str:
+    """A one-thing program that first finds its thing by the place its question calls it by ("the
+    cup on the saucer": among what is on the saucer), so it reads that part of the graph and
+    answers 'unknown' where the graph does not relate them so."""
+    kind = "part" if place.relation_type == "part" else "spatial"
+    head, entity_line, rest = program.split("\n", 2)
+    return (
+        f"{head}\n{entity_line}\n"
+        f"    place, predicate = {place.target!r}, {place.predicate!r}\n"
+        "    found = [s for s, rels in scene_graph.get_incoming_relations(place).items()\n"
+        f"             if predicate in rels.get({kind!r}, [])]\n"
+        "    if entity not in found:\n"
+        "        return 'unknown'\n"
+        f"{rest}"
+    )
 
 
 def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> dict[str, list[Target]]:
@@ -389,6 +423,7 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
         # The program answers with every fact it finds: each one must be one the caption states.
         if not all(check.states(f) for f in facts):
             return
+        place = context.get(subject) if kind in CONTEXT_KINDS else None
         if kind == "around":
             expected = 1 + degree(subject, "out") + degree(subject, "in")
         elif kind in ("place", "activity"):
@@ -399,10 +434,9 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
             expected = {"compare": 2, "absent": 0}.get(kind, 1)
         template = ATTRIBUTE_QUESTIONS.get(names.get("type", "")) if kind == "attribute" else INSTRUCTIONS[kind]
         instruction = (template or INSTRUCTIONS[kind]).format(**names)
-        called = context.get(subject) if kind in CONTEXT_KINDS else None
-        if called:
-            instruction += f' Call it "{called}".'
-        target = Target(kind, subject, tuple(facts), instruction, program, expected, called)
+        if place is not None:
+            instruction += f' Call it "{called_name(place)}".'
+        target = Target(kind, subject, tuple(facts), instruction, program, expected, place)
         out[kind].append(target)
 
     all_attrs = _attributes(sg)
