@@ -125,6 +125,10 @@ class Settings:
         "question, code its answer) or `free` (the paper's: the LLM writes pairs and programs)",
     )  # fmt: skip
     qa_targets: int = env("PROVE_QA_TARGETS", 24, "targets planned per image (`targeted`; the gates drop some)", int)
+    qa_kinds: tuple[str, ...] | None = env(
+        "PROVE_QA_KINDS", None, "question kinds planned (`targeted`), comma-separated: attribute, describe, count, "
+        "text, compare, which, place, activity, absent, around", _names, "every kind but `place`",
+    )  # fmt: skip
     qa_word_gated: bool = env(
         "PROVE_QA_WORD_GATED", False, "word the targets a gate drops before wording too (a request each), so an "
         "audit can judge those gates: they then drop the pairs after verification", _flag, "`0`",

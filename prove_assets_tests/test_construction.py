@@ -194,13 +194,13 @@ def test_plan_covers_many_kinds_and_every_program_verifies_its_own_graph(sandbox
     # A white sail as well as a white lighthouse: "Which things are white?" reads every node.
     tuples = [*TUPLES, *parse_tuples({"attributes": [["sail", "color", "white"]]})]
     sg = SceneGraph.from_tuples(CAPTION.replace("has a striped sail", "has a striped white sail"), tuples)
-    targets = plan_targets(sg, 14, absent_vocabulary=("umbrella", "boat", "giraffe"))
+    targets = plan_targets(sg, 14, absent_vocabulary=("umbrella", "boat", "giraffe"), kinds=KINDS)
     kinds = {t.kind for t in targets}
     assert len(kinds) >= 7, kinds
     assert set(kinds) <= set(KINDS)
     absent = [t for t in targets if t.kind == "absent"]
     assert len(absent) == 1 and absent[0].subject in ("umbrella", "giraffe")  # never a word of the caption
-    runs = sandbox.run_many([(t.program, sg.to_json()) for t in targets])
+    runs = sandbox.run_many([(t.verifying_program(), sg.to_json()) for t in targets])
     for t, r in zip(targets, runs, strict=True):
         assert r.verdict == "ok", (t.kind, r.reason)
         assert output_problem(r.output) is None, (t.kind, r.output)
@@ -400,6 +400,7 @@ def test_a_target_the_gates_doom_is_not_worded_but_kept_as_a_row() -> None:
     sg = SceneGraph.from_tuples(caption, parse_tuples_from_text(caption))
     graphs = pd.DataFrame([{"image_id": "img", "scene_graph": sg.to_json(), "error": None}])
     settings = Settings.from_env()
+    settings = dataclasses.replace(settings, qa_kinds=KINDS)  # the doomed target here is a place question
     (plan,) = stages.qa_generation_inputs(graphs, dataclasses.replace(settings, qa_word_gated=False))
     doomed = [v for v in plan.gated if v is not None]
     # "waits" is a verb of this caption, not a thing: its targets are never worded.
@@ -938,3 +939,11 @@ def test_a_question_that_names_a_thing_by_its_place_is_verified_there(sandbox: S
     assert run.output.lower() == 'the sign reads "keep out".' and {"island", "sign"} <= set(run.visited)
     elsewhere = SceneGraph.from_tuples(CAPTION, [t for t in TUPLES if not (t.entity == "sign" and t.target)])
     assert sandbox.run(text.verifying_program(), elsewhere.to_json()).output == "unknown"
+
+
+def test_the_place_kind_is_planned_only_when_asked_for() -> None:
+    sg = SceneGraph.from_tuples(CAPTION, TUPLES)
+    assert candidate_targets(sg)["place"] and "place" not in {t.kind for t in plan_targets(sg, 24)}
+    assert "place" in {t.kind for t in plan_targets(sg, 24, kinds=KINDS)}
+    with pytest.raises(ValueError, match="unknown question kinds"):
+        plan_targets(sg, 24, kinds=("where",))

@@ -156,6 +156,7 @@ def scene_graphs(context: dg.AssetExecutionContext, warehouse: WarehouseResource
         ["generate_qa", "word_qa"],
         generator=SETTINGS.qa_generator,
         targets=SETTINGS.qa_targets,
+        kinds=SETTINGS.qa_kinds,
         word_gated=SETTINGS.qa_word_gated,
         qa_min=SETTINGS.qa_min,
         qa_max=SETTINGS.qa_max,

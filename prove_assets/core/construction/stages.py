@@ -37,7 +37,7 @@ from prove_assets.core.construction.generation import (
 )
 from prove_assets.core.construction.parse_extract import enabled as parser_enabled
 from prove_assets.core.construction.parse_extract import parsed
-from prove_assets.core.construction.targets import Target, plan_targets
+from prove_assets.core.construction.targets import DEFAULT_KINDS, Target, plan_targets
 from prove_assets.core.construction.verify import VERIFIED_COLUMNS, filter_verdict, needs_repair, verified_row
 from prove_assets.core.evaluation.evaluators import OBJECT_SYNONYMS
 from prove_assets.core.evaluation.stages import caption_answer_request
@@ -112,7 +112,7 @@ def qa_generation_inputs(graphs: pd.DataFrame, settings: Settings) -> list[Image
             )
             out.append(ImagePlan(g.image_id, [], [], [req]))
             continue
-        targets = plan_targets(sg, settings.qa_targets, ABSENT_VOCABULARY)
+        targets = plan_targets(sg, settings.qa_targets, ABSENT_VOCABULARY, kinds=settings.qa_kinds or DEFAULT_KINDS)
         doc = parsed(sg.caption) if parser_enabled() else None
         nodes, parts = [str(n) for n in sg.nodes], part_pairs(sg.sg_dict)
         # A target the gates would drop after verification is not worded (PROVE_QA_WORD_GATED: it is).
