@@ -947,3 +947,10 @@ def test_the_place_kind_is_planned_only_when_asked_for() -> None:
     assert "place" in {t.kind for t in plan_targets(sg, 24, kinds=KINDS)}
     with pytest.raises(ValueError, match="unknown question kinds"):
         plan_targets(sg, 24, kinds=("where",))
+
+
+def test_an_absent_object_is_never_a_body_part() -> None:
+    # "Is there a face? No" is wrong of any photo with a person in it, named or not (dev19).
+    from prove_assets.core.construction.stages import ABSENT_VOCABULARY
+
+    assert ABSENT_VOCABULARY and not {"face", "hand", "eye", "hair"} & set(ABSENT_VOCABULARY)

@@ -511,14 +511,27 @@ HEDGES = {"almost", "nearly", "partly", "partially", "slightly", "somewhat", "ba
           "near"}  # fmt: skip
 
 
+_MORE = {"more", "other", "additional", "further"}
+_COUNT_HEDGES = {"about", "around", "roughly", "approximately", "some", "over", "least", "than", "nearly", "almost"}
+
+
 def hedged_value(doc: Any, fact: SceneTuple) -> str | None:
     """Why an attribute's value is not the caption's: every word the caption gives the thing that
     says the value is hedged ("pale, almost white fur" is not white fur)."""
     if fact.kind != "attribute" or not fact.value:
         return None
     word = (_words(fact.value) or [""])[-1]
-    saying = [m for m in _modifiers(doc, _head(fact.entity)) if word and _has_word(m.text.lower(), word)]
-    hedges = [next((c for c in m.children if c.lower_ in HEDGES), None) for m in saying]
+    said = _modifiers(doc, _head(fact.entity))
+    taken_back = HEDGES
+    if fact.attribute_type == "count":  # "about ten members" is no count of ten
+        said = [c for m in _mentions(doc, _head(fact.entity)) for c in m.children if c.dep_ == "nummod"]
+        taken_back = HEDGES | _COUNT_HEDGES
+        # "a woman ... and two more workers": the number counts only the others.
+        more = [c for m in _mentions(doc, _head(fact.entity)) for c in m.children if c.lower_ in _MORE]
+        if more:
+            return f"'{more[0].text} {more[0].head.text}' counts only some of the {_head(fact.entity)}s"
+    saying = [m for m in said if word and _has_word(m.text.lower(), word)]
+    hedges = [next((c for c in m.children if c.lower_ in taken_back), None) for m in saying]
     if saying and all(hedges):
         return f"the caption calls the {_head(fact.entity)} {hedges[0].text} {saying[0].text}, not {fact.value}"
     # "its off-white paste" is not white (dev..dev11 kept: 2 wrong caught, 0 correct lost).
@@ -1147,6 +1160,20 @@ def not_its_place(doc: Any, kind: str, fact: SceneTuple) -> str | None:
 
 # Nouns for a region of a thing: a phrase after "the floor of the canoe" places the floor.
 _REGIONS = _SIDES | {"side", "end", "floor", "surface", "base", "rim", "tip"}
+
+
+def untrusted_place(doc: Any, fact: SceneTuple, nodes: Sequence[str]) -> str | None:
+    """Why a relation cannot name a thing by its place in a question ("the cup on the saucer"):
+    it fails a gate a place question would, or its target's name does."""
+    target = fact.target or ""
+    return (
+        not_its_place(doc, "place", fact)
+        or unstated_name(doc.text, target)
+        or verb_name(doc, target)
+        or likeness_name(doc, target)
+        or cut_name(doc, target)
+        or modifier_name(doc, target, nodes)
+    )
 
 
 def _placed_elsewhere(source: Any, pred: Any, fact: SceneTuple) -> str | None:

@@ -52,8 +52,11 @@ from prove_assets.settings import Settings
 RunPrograms = Callable[[list[tuple[str, str]]], list[Any]]
 
 # Common objects an absent-object question may ask about (the CHAIR vocabulary's object words);
-# the planner takes one the caption and the graph never mention.
-ABSENT_VOCABULARY = tuple(sorted(OBJECT_SYNONYMS))
+# the planner takes one the caption and the graph never mention. Not a body part: a person or an
+# animal in the picture has a face or hands whether or not the caption says so (dev19: "Is there a
+# face? No" of a photo with a man in it).
+_BODY_PARTS = {"ear", "eye", "face", "hair", "hand", "tail", "whisker"}
+ABSENT_VOCABULARY = tuple(sorted(set(OBJECT_SYNONYMS) - _BODY_PARTS))
 
 SCENE_GRAPH_COLUMNS = ["image_id", "scene_graph", "n_entities", "n_attributes", "n_relations", "error"]
 

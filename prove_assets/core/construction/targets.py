@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from prove_assets.core.construction.answers import relation_clause
 from prove_assets.core.construction.canonical import name_key
-from prove_assets.core.construction.gates import untrusted_relation
+from prove_assets.core.construction.gates import untrusted_place, untrusted_relation
 from prove_assets.core.construction.parse_extract import enabled as parser_enabled
 from prove_assets.core.construction.parse_extract import parsed
 from prove_assets.core.construction.verify import COMPLEX_NODES
@@ -367,6 +367,7 @@ def places(sg: SceneGraph, stated: Sequence[SceneTuple]) -> dict[str, SceneTuple
     states plainly ("cup on the saucer", "handle of the mug"), the place a node no other node of
     the same head noun also has, by a relation whose reading the grammar gates trust."""
     doc = parsed(sg.caption) if parser_enabled() else None
+    nodes = [str(n) for n in sg.nodes]
     heads: dict[str, list[str]] = {}
     for node in sg.nodes:
         heads.setdefault((name_key(str(node)) or ("",))[-1], []).append(str(node))
@@ -374,7 +375,9 @@ def places(sg: SceneGraph, stated: Sequence[SceneTuple]) -> dict[str, SceneTuple
     for r in _order(stated, sg.caption[:200]):
         if r.entity in out or r.relation_type not in ("spatial", "part") or not r.target:
             continue
-        if doc is not None and untrusted_relation(doc, r):
+        # A place that names a thing must pass the gates a place question would ("the fishing hut
+        # on the dot lake", "the lamp on the swivel arm" of "a lamp on a white jointed arm").
+        if doc is not None and (untrusted_relation(doc, r) or untrusted_place(doc, r, nodes)):
             continue
         same = heads.get((name_key(r.target) or ("",))[-1], [])
         # "the cup on the table" says nothing when there are two tables, nor "the cap top of the cap".
