@@ -24,6 +24,7 @@ from prove_assets.core.construction.gates import (
     one_of_several,
     plural_as_one,
     possessor_name,
+    read_by_another,
     target_gate,
     trivial,
     unstated_name,
@@ -1002,3 +1003,20 @@ def test_a_line_of_writing_is_not_what_a_text_question_names() -> None:
     verdict = target_gate(None, ["board", "top line"], "text", board)
     assert verdict is not None and verdict.verdict == "filtered_ambiguous" and "writing" in verdict.reason
     assert target_gate(None, ["board"], "text", [attr("board", "text rendering", '"GATE 4"')]) is None
+
+
+@needs_parser
+def test_text_read_by_a_thing_placed_on_the_named_one_is_not_its_text() -> None:
+    # Hand-written in the patterns of dev6 and dev19: the parser makes "the pocket" read.
+    doc = parsed('A badge clipped to her coat pocket reads "DR. LEE". A sign on the left reads "OPEN".')
+    assert read_by_another(doc, "coat pocket") is not None
+    assert read_by_another(doc, "sign") is None
+    verdict = target_gate(doc, ["badge", "coat pocket", "sign"], "text", [attr("coat pocket", "text rendering", "x")])
+    assert verdict is not None and verdict.verdict == "filtered_untrusted"
+
+
+def test_light_has_no_surface_to_ask_about() -> None:
+    facts = [attr("daylight", "texture", "soft")]
+    verdict = wording_gate(None, ["daylight"], "attribute", facts, "What does the surface of the daylight look like?",
+                           "The daylight looks soft.")  # fmt: skip
+    assert verdict is not None and verdict.verdict == "filtered_unnatural"

@@ -1176,6 +1176,18 @@ def untrusted_place(doc: Any, fact: SceneTuple, nodes: Sequence[str]) -> str | N
     )
 
 
+def read_by_another(doc: Any, name: str) -> str | None:
+    """Why text is not the named thing's: the parser made it the subject of "reads" though a
+    preposition before it lacks its object ("a badge clipped to her coat pocket reads", "a sign on
+    the wall reads": the badge, the sign). Not "with" ("with the laces trailing")."""
+    for tok in _mentions(doc, _head(name)):
+        before = doc[tok.left_edge.i - 1] if tok.left_edge.i > 0 else None
+        dangling = before is not None and before.pos_ == "ADP" and before.lower_ != "with"
+        if tok.dep_ in ("nsubj", "nsubjpass") and dangling and not any(c.dep_ == "pobj" for c in before.children):
+            return f"'{before.text} the {tok.text}' is where the thing that {tok.head.text} is, not that thing"
+    return None
+
+
 def _placed_elsewhere(source: Any, pred: Any, fact: SceneTuple) -> str | None:
     """Why the thing a place phrase follows is not what it places (dev16, dev17 "place" pairs):
     - a viewpoint ("seen from a higher roof across the street");
@@ -1250,6 +1262,9 @@ def target_gate(
     # "What does the top line say?": a line of writing is read off something the question must name.
     if kind == "text" and any(singular(_head(f.entity)) in _WRITING for f in facts):
         return GateVerdict("ambiguous", f"'{facts[0].entity}' is a piece of writing, not the thing it is on")
+    why = caption_doc is not None and kind == "text" and read_by_another(caption_doc, facts[0].entity)
+    if why:
+        return GateVerdict("untrusted", why)
     why = trivial(kind, facts, parts or set())
     if why:
         return GateVerdict("trivial", why)
@@ -1369,7 +1384,8 @@ def wording_gate(
 # to feel (dev..dev11 kept: 3 flawed caught, 0 correct lost).
 _NO_SURFACE = re.compile(r"\bsurface of the (\w+)")
 _SURFACELESS = {"shadow", "light", "glow", "reflection", "ripple", "wave", "spray", "mist", "haze", "fog", "smoke",
-                "steam", "sky", "cloud", "beam", "sunlight", "shade", "glare", "flame", "fire", "air"}  # fmt: skip
+                "steam", "sky", "cloud", "beam", "sunlight", "shade", "glare", "flame", "fire", "air", "daylight",
+                "moonlight", "lamplight", "candlelight", "firelight", "starlight", "twilight"}  # fmt: skip
 
 
 # "What color are the stripes?": a describe question that asks only colours.
