@@ -1020,3 +1020,11 @@ def test_light_has_no_surface_to_ask_about() -> None:
     verdict = wording_gate(None, ["daylight"], "attribute", facts, "What does the surface of the daylight look like?",
                            "The daylight looks soft.")  # fmt: skip
     assert verdict is not None and verdict.verdict == "filtered_unnatural"
+
+
+def test_a_word_that_names_no_shape_or_colour_is_not_asked_as_one() -> None:
+    for fact in (attr("ledge", "shape", "flat"), attr("posters", "color", "colorful")):
+        verdict = target_gate(None, [fact.entity], "attribute", [fact])
+        assert verdict is not None and verdict.verdict == "filtered_unnatural", fact
+    assert target_gate(None, ["ledge"], "attribute", [attr("ledge", "shape", "round")]) is None
+    assert target_gate(None, ["ledge"], "describe", [attr("ledge", "shape", "flat")]) is None

@@ -87,6 +87,9 @@ _UNITS = {"year", "month", "week", "day", "hour", "minute", "inch", "meter", "me
           "kilogram", "gram", "liter", "litre", "gallon"}  # fmt: skip
 # "filled about three quarters of the way up": a fraction is an amount, not things to count
 # (dev..dev13 kept: 1 wrong caught, 0 correct lost).
+# (type, value) pairs that answer no question about that type on their own.
+_NO_ANSWER_VALUES = {("shape", "flat"), ("color", "colorful"), ("color", "colourful"), ("color", "multicolored"),
+                     ("color", "multicoloured")}  # fmt: skip
 # Pieces of writing: a text question about one must name what it is written on (dev16, dev18: 2 of 2
 # kept "What does the top line say?" pairs flawed).
 _WRITING = {"line", "word", "letter", "text", "lettering", "writing", "inscription", "phrase"}
@@ -1262,6 +1265,11 @@ def target_gate(
     # "What does the top line say?": a line of writing is read off something the question must name.
     if kind == "text" and any(singular(_head(f.entity)) in _WRITING for f in facts):
         return GateVerdict("ambiguous", f"'{facts[0].entity}' is a piece of writing, not the thing it is on")
+    # "What shape is the land? Flat." (dev sets: 6 of 14 kept bad) and "What color are the ads?
+    # Colorful.": a word that names no shape or no colour answers no such question.
+    values = {(f.attribute_type, (f.value or "").strip()) for f in facts}
+    if kind == "attribute" and values and values <= _NO_ANSWER_VALUES:
+        return GateVerdict("unnatural", f"'{facts[0].value}' names no {facts[0].attribute_type}")
     why = caption_doc is not None and kind == "text" and read_by_another(caption_doc, facts[0].entity)
     if why:
         return GateVerdict("untrusted", why)
