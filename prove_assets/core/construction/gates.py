@@ -1270,9 +1270,9 @@ def target_gate(
     values = {(f.attribute_type, (f.value or "").strip()) for f in facts}
     if kind == "attribute" and values and values <= _NO_ANSWER_VALUES:
         return GateVerdict("unnatural", f"'{facts[0].value}' names no {facts[0].attribute_type}")
-    why = caption_doc is not None and kind == "text" and read_by_another(caption_doc, facts[0].entity)
-    if why:
-        return GateVerdict("untrusted", why)
+    read = read_by_another(caption_doc, facts[0].entity) if caption_doc is not None and kind == "text" else None
+    if read:
+        return GateVerdict("untrusted", read)
     why = trivial(kind, facts, parts or set())
     if why:
         return GateVerdict("trivial", why)
