@@ -954,3 +954,13 @@ def test_an_absent_object_is_never_a_body_part() -> None:
     from prove_assets.core.construction.stages import ABSENT_VOCABULARY
 
     assert ABSENT_VOCABULARY and not {"face", "hand", "eye", "hair"} & set(ABSENT_VOCABULARY)
+
+
+def test_an_absent_plural_is_said_in_the_plural(sandbox: Sandbox) -> None:
+    # dev20: "No, there is no skis in the picture."
+    sg = SceneGraph.from_tuples(CAPTION, TUPLES)
+    for word, answer in (("skis", "No, there are no skis in the picture."),
+                         ("umbrella", "No, there is no umbrella in the picture.")):  # fmt: skip
+        (target,) = candidate_targets(sg, (word,))["absent"]
+        assert target_answer(target) == answer
+        assert sandbox.run(target.verifying_program(), sg.to_json()).output == answer

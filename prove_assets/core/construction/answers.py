@@ -32,7 +32,9 @@ _NOUN_MATERIALS = frozenset({"plastic", "ceramic", "fabric", "metal", "steel", "
 
 
 # Plurals the spelling rule does not see ("The people is in the line").
-_IRREGULAR_PLURALS = frozenset({"people", "children", "men", "women", "feet", "teeth", "geese", "mice", "cattle"})
+_IRREGULAR_PLURALS = frozenset(
+    {"people", "children", "men", "women", "feet", "teeth", "geese", "mice", "cattle", "skis"}
+)
 
 
 def plural(name: str) -> bool:
@@ -41,6 +43,11 @@ def plural(name: str) -> bool:
     words = split_words(name)
     head = words[-1] if words else ""
     return bool(head) and (singular(head) != head or head in _IRREGULAR_PLURALS)
+
+
+def absent_answer(subject: str) -> str:
+    """ "No, there is no umbrella in the picture." / "No, there are no skis in the picture."."""
+    return f"No, there {_be(plural(subject))} no {subject} in the picture."
 
 
 def _be(many: bool) -> str:
@@ -143,7 +150,7 @@ def reference_answer(kind: str, facts: Sequence[SceneTuple], subject: str, calle
     when the question says which one is meant), stating every fact and nothing else."""
     name, many = called or f"the {subject}", plural(subject)
     if kind == "absent":
-        return f"No, there is no {subject} in the picture."
+        return absent_answer(subject)
     if kind == "count":
         return f"There are {facts[0].value} {subject}."
     if kind in ("attribute", "text"):

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from prove_assets.core.construction.answers import relation_clause
+from prove_assets.core.construction.answers import absent_answer, relation_clause
 from prove_assets.core.construction.canonical import name_key
 from prove_assets.core.construction.gates import untrusted_place, untrusted_relation
 from prove_assets.core.construction.parse_extract import enabled as parser_enabled
@@ -308,7 +308,7 @@ def absent_program(entity: str) -> str:
         "    for name in scene_graph.get_entities():\n"
         "        if entity in name.split():\n"
         "            return 'Yes, there is a ' + name + '.'\n"
-        "    return 'No, there is no ' + entity + ' in the picture.'\n"
+        f"    return {absent_answer(entity)!r}\n"
     )
 
 
