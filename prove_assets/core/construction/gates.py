@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prove_assets.core.construction.canonical import name_key, word_class
-from prove_assets.core.construction.parse_extract import INTENSITY, NON_DESCRIPTIVE, SPATIAL, parsed
+from prove_assets.core.construction.parse_extract import CLARITY, INTENSITY, NON_DESCRIPTIVE, SPATIAL, parsed, quoted
 from prove_assets.core.construction.verify import missing_facts, polarity
 from prove_assets.core.evaluation.strict import class_words
 from prove_assets.core.text import singular, split_words
@@ -87,13 +87,13 @@ _UNITS = {"year", "month", "week", "day", "hour", "minute", "inch", "meter", "me
           "kilogram", "gram", "liter", "litre", "gallon"}  # fmt: skip
 # "filled about three quarters of the way up": a fraction is an amount, not things to count
 # (dev..dev13 kept: 1 wrong caught, 0 correct lost).
+_FRACTIONS = {"half", "halve", "third", "quarter", "fifth"}
 # (type, value) pairs that answer no question about that type on their own.
 _NO_ANSWER_VALUES = {("shape", "flat"), ("color", "colorful"), ("color", "colourful"), ("color", "multicolored"),
                      ("color", "multicoloured")}  # fmt: skip
 # Pieces of writing: a text question about one must name what it is written on (dev16, dev18: 2 of 2
 # kept "What does the top line say?" pairs flawed).
 _WRITING = {"line", "word", "letter", "text", "lettering", "writing", "inscription", "phrase"}
-_FRACTIONS = {"half", "halve", "third", "quarter", "fifth"}
 # A describing question that calls its subject by a pose ("the reeds standing in this scene").
 _POSED_SUBJECT = re.compile(
     r"\b(?:standing|sitting|lying|located|seen|visible) in (?:this|the) (?:scene|picture|image|photo)\b"
@@ -279,15 +279,11 @@ def verb_name(doc: Any, name: str) -> str | None:
     """Why a node's name is no thing: the caption uses its head word only as a verb ("the
     lamp shines", "a window lets in light")."""
     head = _head(name)
-    uses = [t for t in doc if (t.text.lower() == head or singular(t.text.lower()) == head) and not _quoted(t)]
+    # A sign's quoted words ("SKATE") are no use of the word in the caption's grammar.
+    uses = [t for t in doc if (t.text.lower() == head or singular(t.text.lower()) == head) and not quoted(t)]
     if uses and all(t.pos_ in ("VERB", "AUX") or _verb_read_as_noun(t) for t in uses):
         return f"the caption uses {uses[0].text!r} only as a verb, not a thing"
     return None
-
-
-def _quoted(tok: Any) -> bool:
-    """Inside quotation marks: a sign's words ("SKATE"), no use of the word in the caption's grammar."""
-    return sum(t.text == '"' for t in tok.sent if t.i < tok.i) % 2 == 1
 
 
 def _verb_read_as_noun(tok: Any) -> bool:
@@ -527,10 +523,11 @@ def hedged_value(doc: Any, fact: SceneTuple) -> str | None:
     said = _modifiers(doc, _head(fact.entity))
     taken_back = HEDGES
     if fact.attribute_type == "count":  # "about ten members" is no count of ten
-        said = [c for m in _mentions(doc, _head(fact.entity)) for c in m.children if c.dep_ == "nummod"]
+        counted = [c for m in _mentions(doc, _head(fact.entity)) for c in m.children]
+        said = [c for c in counted if c.dep_ == "nummod"]
         taken_back = HEDGES | _COUNT_HEDGES
         # "a woman ... and two more workers": the number counts only the others.
-        more = [c for m in _mentions(doc, _head(fact.entity)) for c in m.children if c.lower_ in _MORE]
+        more = [c for c in counted if c.lower_ in _MORE]
         if more:
             return f"'{more[0].text} {more[0].head.text}' counts only some of the {_head(fact.entity)}s"
     saying = [m for m in said if word and _has_word(m.text.lower(), word)]
@@ -1168,14 +1165,18 @@ _REGIONS = _SIDES | {"side", "end", "floor", "surface", "base", "rim", "tip"}
 def untrusted_place(doc: Any, fact: SceneTuple, nodes: Sequence[str]) -> str | None:
     """Why a relation cannot name a thing by its place in a question ("the cup on the saucer"):
     it fails a gate a place question would, or its target's name does."""
-    target = fact.target or ""
+    return not_its_place(doc, "place", fact) or unsupported_name(doc, fact.target or "", nodes)
+
+
+def unsupported_name(doc: Any, name: str, nodes: Sequence[str]) -> str | None:
+    """Why a node's name is not a thing the caption's grammar names: a name no sentence gives, a
+    verb, a likeness, a word cut from another, a word only said of another node."""
     return (
-        not_its_place(doc, "place", fact)
-        or unstated_name(doc.text, target)
-        or verb_name(doc, target)
-        or likeness_name(doc, target)
-        or cut_name(doc, target)
-        or modifier_name(doc, target, nodes)
+        unstated_name(doc.text, name)
+        or verb_name(doc, name)
+        or likeness_name(doc, name)
+        or cut_name(doc, name)
+        or modifier_name(doc, name, nodes)
     )
 
 
@@ -1227,7 +1228,6 @@ def _placed_elsewhere(source: Any, pred: Any, fact: SceneTuple) -> str | None:
 
 
 # "clear" of a glass or plastic thing is its colour; of water, air or a reflection, how well one sees.
-_CLARITY = {"clear", "transparent", "translucent"}
 
 
 def clarity_as_colour(doc: Any, fact: SceneTuple) -> str | None:
@@ -1236,7 +1236,7 @@ def clarity_as_colour(doc: Any, fact: SceneTuple) -> str | None:
     if fact.kind != "attribute" or fact.attribute_type != "color":
         return None
     parts = [p.strip() for p in re.split(r",| and ", (fact.value or "").lower())]
-    if any(p in _CLARITY for p in parts) and not _materials_of(doc, _head(fact.entity)):
+    if any(p in CLARITY for p in parts) and not _materials_of(doc, _head(fact.entity)):
         return f"'{fact.value}' of the {fact.entity} tells how clearly it is seen: the caption gives it no material"
     return None
 
@@ -1290,14 +1290,7 @@ def target_gate(
                 "ambiguous", f"the caption brings in two different {_head(name)}s ({said}), the graph one"
             )
     for name in _names_asked(kind, facts):
-        why = (
-            unstated_name(caption_doc.text, name)
-            or verb_name(caption_doc, name)
-            or likeness_name(caption_doc, name)
-            or cut_name(caption_doc, name)
-            or possessor_name(caption_doc, name)
-            or modifier_name(caption_doc, name, nodes)
-        )
+        why = unsupported_name(caption_doc, name, nodes) or possessor_name(caption_doc, name)
         if why:
             return GateVerdict("untrusted", why)
     for f in facts:

@@ -192,7 +192,8 @@ def _colour_part(tok: Any) -> bool:
     return tok.text == "-" or tok.text.lower() in INTENSITY or word_class(tok.text.lower()) == "color"
 
 
-_CLARITY = {"clear", "transparent", "translucent"}
+# Words that say how well one sees through a thing, not which colour it is.
+CLARITY = {"clear", "transparent", "translucent"}
 
 
 def _starts_colour(tok: Any) -> bool:
@@ -201,7 +202,7 @@ def _starts_colour(tok: Any) -> bool:
     nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
     return (
         word_class(tok.text.lower()) == "color"
-        and tok.lower_ not in _CLARITY  # "a clear blue sky": cloudless and blue
+        and tok.lower_ not in CLARITY  # "a clear blue sky": cloudless and blue
         and nxt is not None
         and word_class(nxt.text.lower()) == "color"
         and nxt.head.i == tok.head.i
@@ -251,7 +252,7 @@ def _predicate_adjectives(acomp: Any) -> list[Any]:
     # "green and sliced": a bare participle says a state; "brick and narrow": a material noun.
     return [
         a for a in [acomp, *acomp.conjuncts]
-        if (adjective(a) or _bare_participle(a) or word_class(a.text.lower()) == "material") and not _quoted(a)
+        if (adjective(a) or _bare_participle(a) or word_class(a.text.lower()) == "material") and not quoted(a)
     ]  # fmt: skip
 
 
@@ -287,7 +288,7 @@ def _in_hyphenated_word(tok: Any) -> bool:
     return before or after
 
 
-def _quoted(tok: Any) -> bool:
+def quoted(tok: Any) -> bool:
     """Inside quotation marks: text written on something, not a thing."""
     before = tok.doc[tok.sent.start : tok.i].text
     return before.count('"') % 2 == 1 or before.count("“") > before.count("”")
@@ -445,7 +446,7 @@ def _is_entity(tok: Any) -> bool:
         and (tok.dep_ != "compound" or _misread_verb(tok.head) or _subject_read_as_compound(tok))
         and not _misread_verb(tok)
         and not _in_hyphenated_word(tok)
-        and not _quoted(tok)
+        and not quoted(tok)
         and tok.text.isalpha()
         and len(tok.text) > 2
         and ((tok.text.lower() not in ABSTRACT and tok.lemma_.lower() not in ABSTRACT) or _held_part(tok))
@@ -771,7 +772,7 @@ def parse_tuples_from_text(
                 for s in subjects:
                     relation(s, *_place_on(pred, obj))
             elif c.dep_ == "dobj" and lemma in HAVE and c.lemma_.lower() in TYPE_NOUNS:
-                values = [a for a in c.children if a.dep_ in ("amod", "compound") and not _quoted(a)]
+                values = [a for a in c.children if a.dep_ in ("amod", "compound") and not quoted(a)]
                 for s in subjects:  # "has a checkered pattern": the subject is checkered
                     for v in values:
                         attribute(s, _value(v), TYPE_NOUNS[c.lemma_.lower()])
