@@ -251,6 +251,18 @@ def test_which_is_asked_of_any_shared_descriptive_word_but_never_of_part_of_a_va
     assert not {v for _, v, _ in which} & {"small", "partly", "nylon"}
 
 
+def test_which_is_not_asked_of_a_colour_a_thing_of_several_colours_has() -> None:
+    # Hand-written in the pattern of dev17: shirts of blue and green are not "the green things".
+    tuples = parse_tuples(
+        {"attributes": [["field", "color", "green"], ["trees", "color", "green"], ["shirts", "color", "green"],
+                        ["shirts", "color", "blue"], ["sky", "color", "blue"], ["roof", "color", "red"],
+                        ["door", "color", "red"]]}
+    )  # fmt: skip
+    caption = "A green field, green trees, players in blue and green shirts, a blue sky, a red roof, a red door."
+    which = {t.facts[0].value for t in candidate_targets(SceneGraph.from_tuples(caption, tuples))["which"]}
+    assert which == {"red"}
+
+
 def test_a_count_is_asked_only_of_a_thing_named_in_one_sentence() -> None:
     tuples = parse_tuples({"attributes": [["flags", "count", "two"]]})
     once = SceneGraph.from_tuples("A patch shows two small flags.", tuples)
@@ -364,6 +376,10 @@ def test_wording_parser_and_rows_keep_every_target() -> None:
     assert target_text(lantern).endswith("Answer: The lantern is on ...")
     pair = parse_question({"question": " What color is the boat? ", "answer": "ignored"})
     assert pair == {"question": "What color is the boat?"}
+    # A thing is in a photo, not on it (dev18, dev20); a photo frame keeps its "on".
+    tag = parse_question({"question": "What does the tag on this picture say?"})["question"]
+    assert tag == "What does the tag in this picture say?"
+    assert parse_question({"question": "What is on this photo frame?"})["question"] == "What is on this photo frame?"
     with pytest.raises(ValueError):
         parse_question({"answer": "x"})
     worded = [
@@ -605,6 +621,10 @@ def test_parser_reads_with_after_a_predicate_adjective_and_a_depiction_as_one_th
     assert not {"shorts is navy", "soles part of shirt", "soles part of shorts"} & worn
     sky = _texts(parse_tuples_from_text("A clear blue sky hangs over orange salmon slices."))
     assert {"sky is clear", "sky is blue"} <= sky and "slices is orange salmon" not in sky
+    # Hand-written in the patterns of dev12, dev16 and dev18: a food right before its noun is its kind.
+    food = _texts(parse_tuples_from_text("A jug of lemonade holds lemon slices, and a lime wedge lies by olive oil."))
+    assert {"lemon slices", "lime wedge", "olive oil"} <= food
+    assert not {"slices is lemon", "wedge is lime", "oil is olive"} & food
 
 
 @needs_parser

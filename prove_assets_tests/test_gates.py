@@ -1028,3 +1028,21 @@ def test_a_word_that_names_no_shape_or_colour_is_not_asked_as_one() -> None:
         assert verdict is not None and verdict.verdict == "filtered_unnatural", fact
     assert target_gate(None, ["ledge"], "attribute", [attr("ledge", "shape", "round")]) is None
     assert target_gate(None, ["ledge"], "describe", [attr("ledge", "shape", "flat")]) is None
+
+
+@needs_parser
+def test_a_thing_the_caption_gives_each_of_several_things_is_not_one_thing() -> None:
+    # Hand-written in the patterns of dev15, dev18 and dev20: "each with its own X", "each Y has an X".
+    doc = parsed("Five marble statues stand in a row, each on its own gray stone plinth. A lamp hangs above.")
+    verdict = target_gate(doc, ["statues", "plinth", "lamp"], "attribute", [attr("plinth", "material", "stone")])
+    assert verdict is not None and verdict.gate == "ambiguous" and "plinth" in verdict.reason
+    doc = parsed("Each bucket has a small white card. A red stool stands beside them.")
+    verdict = target_gate(doc, ["bucket", "card", "stool"], "describe", [attr("card", "color", "white")])
+    assert verdict is not None and verdict.gate == "ambiguous"
+    assert target_gate(doc, ["bucket", "card", "stool"], "attribute", [attr("stool", "color", "red")]) is None
+    # A count of each one's parts is no count of the picture's; "each" of the counted things is.
+    doc = parsed("Six jellyfish drift in the tank. Each bell has four faint rings near its center.")
+    verdict = target_gate(doc, ["jellyfish", "bell", "rings"], "count", [attr("rings", "count", "four")])
+    assert verdict is not None and "each of several" in verdict.reason
+    doc = parsed("Three small cups stand in a row, each made of pale green clay.")
+    assert target_gate(doc, ["cups"], "count", [attr("cups", "count", "three")]) is None

@@ -457,6 +457,45 @@ def _several_in_caption(doc: Any, name: str) -> bool:
     )
 
 
+_EACH = {"each", "every"}
+
+
+def _each_of(each: Any) -> Any | None:
+    """The things a bare "each" stands for: the noun it is in apposition to, else the last plural
+    noun before it ("five sculptures, each standing on ...")."""
+    if each.head.pos_ in ("NOUN", "PROPN"):
+        return each.head
+    return next((t for t in reversed(each.doc[: each.i]) if t.tag_ in ("NNS", "NNPS")), None)
+
+
+def _given_to_each(tok: Any) -> bool:
+    """A mention in a clause that gives it to each of several other things: "five sculptures,
+    each standing on its own plinth", "Each bucket has a small white card", "each bell has four
+    rings"; not "three cups, each made of clay" (each cup)."""
+    if any(c.lower_ == "own" for c in tok.children):
+        return True
+    mine = singular(tok.lower_)
+    for verb in tok.ancestors:
+        for c in verb.children:
+            if c.lower_ in _EACH and c.dep_ in ("nsubj", "nsubjpass", "det", "appos"):
+                things = _each_of(c)
+                if things is not None and singular(things.lower_) != mine:
+                    return True
+            subject = c.dep_ in ("nsubj", "nsubjpass") and singular(c.lower_) != mine
+            if subject and any(d.lower_ in _EACH and d.dep_ == "det" for d in c.children):
+                return True
+    return False
+
+
+def distributed(doc: Any, name: str) -> bool:
+    """A singular name the caption gives to each of several things ("each with a small white
+    card"): "the card" is any of them (dev sets: 8 of 17 such kept pairs bad)."""
+    words = split_words(name)
+    if not words or _plural_word(words[-1]):
+        return False
+    return any(t.tag_ not in ("NNS", "NNPS") and _given_to_each(t) for t in _mentions(doc, _head(name)))
+
+
 # Determiners that point back to a thing already in view: a noun they lead is no new thing.
 _ANAPHORIC = {"the", "this", "that", "these", "those", "its", "their", "his", "her", "each", "both", "every",
               "either", "neither", "same", "other"}  # fmt: skip
@@ -1262,6 +1301,11 @@ def target_gate(
     # "How many left champagne flutes are there?": a position in the picture read as a name.
     if kind == "count" and any(split_words(f.entity)[:1] and split_words(f.entity)[0] in _POSITION for f in facts):
         return GateVerdict("unnatural", f"'{facts[0].entity}' counts things by a position, not a name")
+    # "Each bell has four rings": a count of each one's parts, not of all in the picture.
+    if kind == "count" and caption_doc is not None and any(
+        _given_to_each(t) for t in _mentions(caption_doc, _head(facts[0].entity))
+    ):
+        return GateVerdict("untrusted", f"the caption counts the {facts[0].entity} of each of several things")
     # "What does the top line say?": a line of writing is read off something the question must name.
     if kind == "text" and any(singular(_head(f.entity)) in _WRITING for f in facts):
         return GateVerdict("ambiguous", f"'{facts[0].entity}' is a piece of writing, not the thing it is on")
@@ -1283,6 +1327,8 @@ def target_gate(
             continue  # several nodes: `ambiguous_name` decides on the wording
         if _several_in_caption(caption_doc, name):
             return GateVerdict("ambiguous", f"the caption describes more than one {_head(name)}, the graph one")
+        if kind in _NAMING_KINDS and distributed(caption_doc, name):
+            return GateVerdict("ambiguous", f"the caption gives each of several things its own {_head(name)}")
         two = different_things(caption_doc, _head(name)) if len(name_key(name)) == 1 else None
         if two:
             said = " and ".join(repr(" ".join(t.text for t in tok.subtree if t.i <= tok.i)) for tok in two)

@@ -142,9 +142,21 @@ def available() -> bool:
 INTENSITY = {"dark", "light", "bright", "pale", "deep"}
 
 
+# Colour words that are also foods: right before their noun they name its kind ("lemon slices",
+# "olive oil", "a lime wedge"), not its colour (dev sets: 3 of 3 such kept colour pairs wrong).
+FOOD_COLOURS = {"lemon", "lime", "olive", "salmon", "peach", "chocolate"}
+
+
+def _food_kind(c: Any) -> bool:
+    return c.text.lower() in FOOD_COLOURS and c.i == c.head.i - 1
+
+
 def _names_part(c: Any) -> bool:
-    """A modifier that is part of the thing's name: a compound noun ("fuel tank") or a position
-    adjective ("front wheel"); not a colour/material word, an adjective or a hyphenated modifier."""
+    """A modifier that is part of the thing's name: a compound noun ("fuel tank"), a position
+    adjective ("front wheel") or a food's kind ("lemon slices"); not a colour/material word, an
+    adjective or a hyphenated modifier."""
+    if _food_kind(c):
+        return True
     if c.dep_ == "amod":
         return c.text.lower() in NAME_ADJECTIVES
     return (
@@ -159,6 +171,8 @@ def _names_part(c: Any) -> bool:
 def _describes(c: Any) -> bool:
     """A modifier that is an attribute of the thing: an adjective ("glossy"), or a colour,
     material or adjective the tagger put in a compound ("navy cap", "pale lake")."""
+    if _food_kind(c):
+        return False
     if c.dep_ == "amod":
         return (
             c.pos_ in ("ADJ", "VERB")
