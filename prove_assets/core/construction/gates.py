@@ -1302,8 +1302,10 @@ def target_gate(
     if kind == "count" and any(split_words(f.entity)[:1] and split_words(f.entity)[0] in _POSITION for f in facts):
         return GateVerdict("unnatural", f"'{facts[0].entity}' counts things by a position, not a name")
     # "Each bell has four rings": a count of each one's parts, not of all in the picture.
-    if kind == "count" and caption_doc is not None and any(
-        _given_to_each(t) for t in _mentions(caption_doc, _head(facts[0].entity))
+    if (
+        kind == "count"
+        and caption_doc is not None
+        and any(_given_to_each(t) for t in _mentions(caption_doc, _head(facts[0].entity)))
     ):
         return GateVerdict("untrusted", f"the caption counts the {facts[0].entity} of each of several things")
     # "What does the top line say?": a line of writing is read off something the question must name.
