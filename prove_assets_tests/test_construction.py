@@ -625,6 +625,13 @@ def test_parser_reads_with_after_a_predicate_adjective_and_a_depiction_as_one_th
     food = _texts(parse_tuples_from_text("A jug of lemonade holds lemon slices, and a lime wedge lies by olive oil."))
     assert {"lemon slices", "lime wedge", "olive oil"} <= food
     assert not {"slices is lemon", "wedge is lime", "oil is olive"} & food
+    # Hand-written in the patterns of dev5, dev9 and dev20: a holder "of" its contents holds them,
+    # and a "with" part right after a verb's object is the object's.
+    held = _texts(parse_tuples_from_text("A shelf holds mugs with blue rims, a jar of sugar and a plate of buns."))
+    assert {"sugar in jar", "buns on plate", "mug rims part of mugs"} <= held
+    assert not {"jar part of sugar", "plate part of buns", "shelf rims part of shelf"} & held
+    kick = _texts(parse_tuples_from_text("A boy kicks a ball with his right foot."))
+    assert "right foot part of ball" not in kick
 
 
 @needs_parser

@@ -86,6 +86,17 @@ POSTURE = {"be", "sit", "stand", "rest", "lie", "hang", "place", "set", "mount",
            "show", "appear", "see", "float", "run", "curve", "visible"}  # fmt: skip
 # Verbs that say what a thing is made of ("made of", "consists of", "composed of", "made up of").
 COMPOSED = {"make", "consist", "compose", "form", "build"}
+# What "X of Y" means when X holds things: "a jar of sugar", "a cup of coffee" hold them (the
+# sugar is in the jar), "a plate of pancakes" carries them; it is no part-of (dev captions: about
+# 90 such part-of tuples, every one the wrong way round).
+HOLDS_IN = {
+    "jar", "bottle", "cup", "bowl", "glass", "can", "box", "bag", "basket", "bucket", "pitcher", "mug", "pot",
+    "tin", "carton", "crate", "sack", "jug", "vase", "kettle", "bin", "barrel", "tub", "flask", "vial", "beaker",
+    "canister", "packet", "teapot", "pan", "dish",
+}  # fmt: skip
+HOLDS_ON = {"plate", "tray", "platter"}
+# "bottles of different heights": what the things are like, not what they hold.
+MEASURES = {"height", "size", "length", "width", "shape", "color", "colour", "kind", "type", "sort", "variety"}
 # Nouns that name an attribute type: "has a checkered pattern" says the thing is checkered.
 TYPE_NOUNS = {"pattern": "pattern", "shape": "shape", "color": "color", "colour": "color", "texture": "texture",
               "finish": "texture"}  # fmt: skip
@@ -350,12 +361,18 @@ def _on_a_person(tok: Any) -> bool:
 
 def _place_whole(tok: Any) -> Any | None:
     """The subject a place word after a verb's "with" or "by" is a part of ("a helmet rests ...
-    with a white rim", "each eye outlined by a dark rim": the helmet's rim, the eye's); None for
-    other objects ("sits with a book" is no part)."""
+    with a white rim", "each eye outlined by a dark rim": the helmet's rim, the eye's), or the
+    verb's object right before the phrase ("a shelf holds mugs with blue rims": the mugs' rims);
+    None for other objects ("sits with a book" is no part)."""
     verb = tok.head.head
     if tok.lemma_.lower() not in PLACES_ON or tok.head.text.lower() not in ("with", "by"):
         return None
-    return next(iter(_subjects(verb)), None) if verb.pos_ in ("VERB", "AUX") else None
+    if verb.pos_ not in ("VERB", "AUX"):
+        return None
+    # "kicks a ball with his foot": a possessive keeps the part the subject's.
+    owned = any(c.dep_ == "poss" for c in tok.children)
+    objects = [c for c in verb.children if c.dep_ == "dobj" and c.right_edge.i + 1 == tok.head.i and _is_entity(c)]
+    return objects[0] if objects and not owned else next(iter(_subjects(verb)), None)
 
 
 def _renames(tok: Any) -> bool:
@@ -722,6 +739,9 @@ def parse_tuples_from_text(
                     attribute(tok, " ".join(material), "material")
                 elif pred == "of" and tok.lemma_.lower() in DEPICTIONS:
                     continue  # "a model of a space station" shows one; it is no part of one
+                elif pred == "of" and tok.lemma_.lower() in HOLDS_IN | HOLDS_ON and obj.lemma_.lower() not in MEASURES:
+                    # The holder alone, not the other items of its list ("a rag and a can of grease").
+                    relation(obj, "in" if tok.lemma_.lower() in HOLDS_IN else "on", tok, spread=False)
                 elif pred == "of":
                     relation(tok, "part of", obj, "part")
                 elif pred == "with":
