@@ -632,6 +632,9 @@ def test_parser_reads_with_after_a_predicate_adjective_and_a_depiction_as_one_th
     assert not {"jar part of sugar", "plate part of buns", "shelf rims part of shelf"} & held
     kick = _texts(parse_tuples_from_text("A boy kicks a ball with his right foot."))
     assert "right foot part of ball" not in kick
+    # Hand-written in the patterns of dev4 and dev14: every colour of a list before the noun.
+    listed = _texts(parse_tuples_from_text("A pheasant with brown and copper feathers lies by a red-and-white box."))
+    assert {"feathers is brown", "feathers is copper"} <= listed and "copper" not in listed
 
 
 @needs_parser

@@ -728,6 +728,10 @@ def parse_tuples_from_text(
                 continue  # part of the colour that follows
             if _describes(c):
                 attribute(tok, _value(c))
+                # "brown and copper feathers": every colour of the list is the thing's.
+                for other in c.conjuncts:
+                    if other.i < tok.i and word_class(other.text.lower()) == "color" and not _in_hyphenated_word(other):
+                        attribute(tok, _value(other))
             elif c.dep_ == "nummod" and c.text.isalnum():
                 attribute(tok, c.text.lower(), "count")
             elif c.dep_ == "prep":

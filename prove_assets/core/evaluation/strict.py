@@ -52,7 +52,7 @@ COLOR = {
     "blue": ["blue", "bluish", "navy", "azure", "cobalt", "teal", "turquoise", "cyan"],
     "purple": ["purple", "violet", "lavender", "magenta", "lilac"],
     "pink": ["pink", "pinkish", "rose", "salmon", "peach"],
-    "brown": ["brown", "brownish", "tan", "beige", "chocolate", "bronze", "khaki"],
+    "brown": ["brown", "brownish", "tan", "beige", "chocolate", "bronze", "copper", "khaki"],
     "black": ["black", "blackish", "ebony"],
     "white": ["white", "whitish", "ivory", "cream"],
     "gray": ["gray", "grey", "grayish", "greyish", "charcoal"],
@@ -61,7 +61,7 @@ COLOR = {
 }
 MATERIAL = {
     "wood": ["wood", "wooden", "timber"],
-    "metal": ["metal", "metallic", "steel", "iron", "aluminum", "aluminium", "chrome"],
+    "metal": ["metal", "metallic", "steel", "iron", "aluminum", "aluminium", "chrome", "brass"],
     "glass": ["glass"],
     "plastic": ["plastic"],
     "fabric": ["fabric", "cloth", "cotton", "wool", "woolen", "linen", "denim", "silk"],
