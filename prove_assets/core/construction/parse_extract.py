@@ -153,13 +153,13 @@ def available() -> bool:
 INTENSITY = {"dark", "light", "bright", "pale", "deep"}
 
 
-# Colour words that are also foods: right before their noun they name its kind ("lemon slices",
-# "olive oil", "a lime wedge"), not its colour (dev sets: 3 of 3 such kept colour pairs wrong).
-FOOD_COLOURS = {"lemon", "lime", "olive", "salmon", "peach", "chocolate"}
+# Foods right before their noun name its kind ("lemon slices", "olive oil", "a lime wedge",
+# "cinnamon rolls"), not its colour or a state (dev sets: 4 of 4 such kept pairs wrong or flawed).
+FOOD_KINDS = {"lemon", "lime", "olive", "salmon", "peach", "chocolate", "cinnamon", "vanilla", "garlic", "sesame"}
 
 
 def _food_kind(c: Any) -> bool:
-    return c.text.lower() in FOOD_COLOURS and c.i == c.head.i - 1
+    return c.text.lower() in FOOD_KINDS and c.i == c.head.i - 1
 
 
 def _names_part(c: Any) -> bool:
