@@ -994,3 +994,17 @@ def test_an_absent_plural_is_said_in_the_plural(sandbox: Sandbox) -> None:
         (target,) = candidate_targets(sg, (word,))["absent"]
         assert target_answer(target) == answer
         assert sandbox.run(target.verifying_program(), sg.to_json()).output == answer
+
+
+def test_two_colours_said_two_ways_are_not_compared() -> None:
+    # Hand-written in the pattern of dev6: "red" and "bright red" are neither the same nor different.
+    def graph(truck: str) -> SceneGraph:
+        tuples = parse_tuples(
+            {"attributes": [["bucket", "color", "red"], ["truck", "color", truck]],
+             "relations": [["bucket", "spatial", "in", "truck"]]}
+        )  # fmt: skip
+        return SceneGraph.from_tuples(f"A red bucket sits in a {truck} truck.", tuples)
+
+    assert not candidate_targets(graph("bright red"))["compare"]
+    assert [t.facts_text() for t in candidate_targets(graph("blue"))["compare"]] == ["bucket is red; truck is blue"]
+    assert [t.facts_text() for t in candidate_targets(graph("red"))["compare"]] == ["bucket is red; truck is red"]

@@ -502,6 +502,11 @@ def candidate_targets(sg: SceneGraph, absent_vocabulary: Sequence[str] = ()) -> 
     related = {tuple(sorted((r.entity, r.target or ""))) for r in all_rels}
     for e1, e2 in sorted(p for p in related if p[0] in colored and p[1] in colored):
         every = [a for a in all_attrs if a.entity in (e1, e2) and a.attribute_type == "color"]
+        said = [sorted(a.value or "" for a in every if a.entity == e) for e in (e1, e2)]
+        words = [{w for v in values for w in _colour_words(v)} for values in said]
+        # "red" and "bright red" are one colour said two ways: neither "yes" nor "no" is right.
+        if said[0] != said[1] and words[0] & words[1]:
+            continue
         add("compare", e1, every, compare_program(e1, e2, "color"), entity=e1, other=e2, type="color")
     # "Which things are white / wooden / glossy?": a whole-scene question (its program reads every
     # node's value of the type), asked when two to four things share the word and the caption
