@@ -79,7 +79,8 @@ HAVE = {"have", "carry", "feature"}
 # Adjectives that relate a thing to others or to the frame rather than describe it.
 NON_DESCRIPTIVE = {
     "main", "other", "same", "different", "various", "certain", "whole", "entire", "only", "own", "particular",
-    "matching", "similar", "usual", "typical", "overall", "additional", "further",
+    "matching", "similar", "usual", "typical", "overall", "additional", "further", "central", "nearby", "distant",
+    "adjacent", "opposite", "surrounding", "remaining",
 }  # fmt: skip
 # Verbs whose preposition alone is the relation ("sits on the table" -> on).
 POSTURE = {"be", "sit", "stand", "rest", "lie", "hang", "place", "set", "mount", "perch", "park", "locate", "stay",
