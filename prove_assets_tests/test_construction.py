@@ -263,6 +263,20 @@ def test_which_is_not_asked_of_a_colour_a_thing_of_several_colours_has() -> None
     assert which == {"red"}
 
 
+def test_a_target_the_gates_doom_gives_its_place_to_the_next_candidate_of_its_kind() -> None:
+    colours = [[thing, "color", colour] for thing, colour in
+               (("cup", "red"), ("bowl", "blue"), ("vase", "green"), ("lamp", "white"), ("rug", "gray"))]  # fmt: skip
+    sg = SceneGraph.from_tuples(
+        "A red cup, a blue bowl, a green vase, a white lamp and a gray rug.", parse_tuples({"attributes": colours})
+    )
+    plain = [t for t in plan_targets(sg, 24, max_per_kind=2) if t.kind == "attribute"]
+    assert len(plain) == 2
+    doomed = plain[0]
+    planned = [t for t in plan_targets(sg, 24, max_per_kind=2, doomed=lambda t: t == doomed) if t.kind == "attribute"]
+    # Two attribute questions still, the doomed one listed after them (its verdict becomes a row).
+    assert len(planned) == 3 and planned[-1] == doomed and doomed not in planned[:2] and plain[1] in planned[:2]
+
+
 def test_a_count_is_asked_only_of_a_thing_named_in_one_sentence() -> None:
     tuples = parse_tuples({"attributes": [["flags", "count", "two"]]})
     once = SceneGraph.from_tuples("A patch shows two small flags.", tuples)

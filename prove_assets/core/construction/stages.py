@@ -115,11 +115,18 @@ def qa_generation_inputs(graphs: pd.DataFrame, settings: Settings) -> list[Image
             )
             out.append(ImagePlan(g.image_id, [], [], [req]))
             continue
-        targets = plan_targets(sg, settings.qa_targets, ABSENT_VOCABULARY, kinds=settings.qa_kinds or DEFAULT_KINDS)
         doc = parsed(sg.caption) if parser_enabled() else None
         nodes, parts = [str(n) for n in sg.nodes], part_pairs(sg.sg_dict)
-        # A target the gates would drop after verification is not worded (PROVE_QA_WORD_GATED: it is).
-        gated = [None if settings.qa_word_gated else target_gate(doc, nodes, t.kind, t.facts, parts) for t in targets]
+
+        def verdict(t: Target) -> GateVerdict | None:
+            return target_gate(doc, nodes, t.kind, t.facts, parts)
+
+        # A target the gates would drop after verification is not worded, and the next candidate
+        # of its kind takes its place (PROVE_QA_WORD_GATED: every planned target is worded).
+        doomed = None if settings.qa_word_gated else (lambda t: verdict(t) is not None)
+        kinds = settings.qa_kinds or DEFAULT_KINDS
+        targets = plan_targets(sg, settings.qa_targets, ABSENT_VOCABULARY, kinds=kinds, doomed=doomed)
+        gated = [None if settings.qa_word_gated else verdict(t) for t in targets]
         prompt = load_prompt(prompts_dir(), "word_qa")
         reqs = [
             LLMRequest(prompt, {"target": target_text(t)}, QUESTION_SCHEMA, validate=parse_question, max_tokens=80)

@@ -556,16 +556,20 @@ def plan_targets(
     max_per_kind: int = 4,
     complex_share: float = 0.35,
     kinds: Sequence[str] = DEFAULT_KINDS,
+    doomed: Callable[[Target], bool] | None = None,
 ) -> list[Target]:
     """Up to `n` targets of `kinds`: first complex ones (programs visiting more than
     `COMPLEX_NODES` nodes) up to `complex_share` of `n`, then the rest; kinds taken round robin
     (diversity), at most `max_per_kind` of a kind and one absent-object question; a subject asked
-    about at most twice."""
+    about at most twice. A target `doomed` says the gates will drop takes no place: the next
+    candidate of its kind does, and the doomed one follows the chosen ones in the list (so its
+    gate verdict is kept as a row)."""
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown question kinds {sorted(unknown)}: the kinds are {', '.join(KINDS)}")
     pools = candidate_targets(sg, absent_vocabulary)
     chosen: list[Target] = []
+    passed_over: list[Target] = []
     per_subject: dict[str, int] = {}
     taken = dict.fromkeys(KINDS, 0)
 
@@ -583,6 +587,9 @@ def plan_targets(
                     pools[kind].remove(t)
                     if per_subject.get(t.subject, 0) >= 2 or any(t.facts and t.facts == c.facts for c in chosen):
                         continue
+                    if doomed is not None and doomed(t):
+                        passed_over.append(t)
+                        continue
                     chosen.append(t)
                     per_subject[t.subject] = per_subject.get(t.subject, 0) + 1
                     taken[kind] += 1
@@ -591,4 +598,4 @@ def plan_targets(
 
     take(round(n * complex_share), lambda t: t.expected_nodes > COMPLEX_NODES)
     take(n, lambda t: True)
-    return chosen
+    return chosen + passed_over
