@@ -95,6 +95,23 @@ class ImagePlan:
     requests: list[LLMRequest]
 
 
+def planned_targets(sg: SceneGraph, settings: Settings) -> tuple[list[Target], list[GateVerdict | None]]:
+    """A graph's targets and per target the verdict of `target_gate` (None: to be worded). A
+    target the gates would drop after verification is not worded, and the next candidate of its
+    kind takes its place (PROVE_QA_WORD_GATED: every planned target is worded)."""
+    doc = parsed(sg.caption) if parser_enabled() else None
+    nodes, parts = [str(n) for n in sg.nodes], part_pairs(sg.sg_dict)
+
+    def verdict(t: Target) -> GateVerdict | None:
+        return None if settings.qa_word_gated else target_gate(doc, nodes, t.kind, t.facts, parts)
+
+    kinds = settings.qa_kinds or DEFAULT_KINDS
+    targets = plan_targets(
+        sg, settings.qa_targets, ABSENT_VOCABULARY, kinds=kinds, doomed=lambda t: verdict(t) is not None
+    )
+    return targets, [verdict(t) for t in targets]
+
+
 def qa_generation_inputs(graphs: pd.DataFrame, settings: Settings) -> list[ImagePlan]:
     """Per usable scene graph, what generation sends. Targeted generation plans targets, drops
     those `target_gate` dooms (so they cost no request) and asks the model to word each other one
@@ -115,18 +132,7 @@ def qa_generation_inputs(graphs: pd.DataFrame, settings: Settings) -> list[Image
             )
             out.append(ImagePlan(g.image_id, [], [], [req]))
             continue
-        doc = parsed(sg.caption) if parser_enabled() else None
-        nodes, parts = [str(n) for n in sg.nodes], part_pairs(sg.sg_dict)
-
-        def verdict(t: Target) -> GateVerdict | None:
-            return target_gate(doc, nodes, t.kind, t.facts, parts)
-
-        # A target the gates would drop after verification is not worded, and the next candidate
-        # of its kind takes its place (PROVE_QA_WORD_GATED: every planned target is worded).
-        doomed = None if settings.qa_word_gated else (lambda t: verdict(t) is not None)
-        kinds = settings.qa_kinds or DEFAULT_KINDS
-        targets = plan_targets(sg, settings.qa_targets, ABSENT_VOCABULARY, kinds=kinds, doomed=doomed)
-        gated = [None if settings.qa_word_gated else verdict(t) for t in targets]
+        targets, gated = planned_targets(sg, settings)
         prompt = load_prompt(prompts_dir(), "word_qa")
         reqs = [
             LLMRequest(prompt, {"target": target_text(t)}, QUESTION_SCHEMA, validate=parse_question, max_tokens=80)
