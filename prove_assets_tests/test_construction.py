@@ -269,12 +269,25 @@ def test_a_target_the_gates_doom_gives_its_place_to_the_next_candidate_of_its_ki
     sg = SceneGraph.from_tuples(
         "A red cup, a blue bowl, a green vase, a white lamp and a gray rug.", parse_tuples({"attributes": colours})
     )
-    plain = [t for t in plan_targets(sg, 24, max_per_kind=2) if t.kind == "attribute"]
+    plain = [t for t in plan_targets(sg, 24, max_per_kind=2, max_per_attribute_type=5) if t.kind == "attribute"]
     assert len(plain) == 2
     doomed = plain[0]
-    planned = [t for t in plan_targets(sg, 24, max_per_kind=2, doomed=lambda t: t == doomed) if t.kind == "attribute"]
+    planned = [
+        t
+        for t in plan_targets(sg, 24, max_per_kind=2, max_per_attribute_type=5, doomed=lambda t: t == doomed)
+        if t.kind == "attribute"
+    ]
     # Two attribute questions still, the doomed one listed after them (its verdict becomes a row).
     assert len(planned) == 3 and planned[-1] == doomed and doomed not in planned[:2] and plain[1] in planned[:2]
+
+
+def test_one_attribute_type_is_asked_at_most_twice_a_photo() -> None:
+    colours = [[thing, "color", colour] for thing, colour in
+               (("cup", "red"), ("bowl", "blue"), ("vase", "green"), ("lamp", "white"))]  # fmt: skip
+    tuples = parse_tuples({"attributes": [*colours, ["vase", "material", "glass"]]})
+    sg = SceneGraph.from_tuples("A red cup, a blue bowl, a green glass vase and a white lamp.", tuples)
+    asked = [t.facts[0].attribute_type for t in plan_targets(sg, 24) if t.kind == "attribute"]
+    assert asked.count("color") == 2 and "material" in asked
 
 
 def test_a_count_is_asked_only_of_a_thing_named_in_one_sentence() -> None:

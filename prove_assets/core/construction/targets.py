@@ -557,13 +557,15 @@ def plan_targets(
     complex_share: float = 0.35,
     kinds: Sequence[str] = DEFAULT_KINDS,
     doomed: Callable[[Target], bool] | None = None,
+    max_per_attribute_type: int = 2,
 ) -> list[Target]:
     """Up to `n` targets of `kinds`: first complex ones (programs visiting more than
     `COMPLEX_NODES` nodes) up to `complex_share` of `n`, then the rest; kinds taken round robin
     (diversity), at most `max_per_kind` of a kind and one absent-object question; a subject asked
-    about at most twice. A target `doomed` says the gates will drop takes no place: the next
-    candidate of its kind does, and the doomed one follows the chosen ones in the list (so its
-    gate verdict is kept as a row)."""
+    about at most twice, an attribute type (colour, material, ...) at most
+    `max_per_attribute_type` times. A target `doomed` says the gates will drop takes no place:
+    the next candidate of its kind does, and the doomed one follows the chosen ones in the list
+    (so its gate verdict is kept as a row)."""
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown question kinds {sorted(unknown)}: the kinds are {', '.join(KINDS)}")
@@ -572,6 +574,8 @@ def plan_targets(
     passed_over: list[Target] = []
     per_subject: dict[str, int] = {}
     taken = dict.fromkeys(KINDS, 0)
+    # "What color is ...?" would be most of a photo's questions where it has many coloured things.
+    per_type: dict[str, int] = {}
 
     def take(limit: int, accept: Callable[[Target], bool]) -> None:
         progress = True
@@ -587,9 +591,14 @@ def plan_targets(
                     pools[kind].remove(t)
                     if per_subject.get(t.subject, 0) >= 2 or any(t.facts and t.facts == c.facts for c in chosen):
                         continue
+                    typ = (t.facts[0].attribute_type or "") if kind == "attribute" and t.facts else ""
+                    if typ and per_type.get(typ, 0) >= max_per_attribute_type:
+                        continue
                     if doomed is not None and doomed(t):
                         passed_over.append(t)
                         continue
+                    if typ:
+                        per_type[typ] = per_type.get(typ, 0) + 1
                     chosen.append(t)
                     per_subject[t.subject] = per_subject.get(t.subject, 0) + 1
                     taken[kind] += 1
