@@ -662,6 +662,9 @@ def test_parser_reads_with_after_a_predicate_adjective_and_a_depiction_as_one_th
     # Hand-written in the patterns of dev4 and dev14: every colour of a list before the noun.
     listed = _texts(parse_tuples_from_text("A pheasant with brown and copper feathers lies by a red-and-white box."))
     assert {"feathers is brown", "feathers is copper"} <= listed and "copper" not in listed
+    # A hyphenated value is one value (the sample's "tree-covered island" was "covered").
+    hyphen = _texts(parse_tuples_from_text("A small tree-covered island lies by a snow-capped peak."))
+    assert {"island is tree-covered", "peak is snow-capped"} <= hyphen and "island is covered" not in hyphen
     # A relative position is where a thing is, not what it is like (dev13: "narrow and central").
     placed = _texts(parse_tuples_from_text("The narrow central panel faces the opposite wall and a distant hill."))
     assert "panel is narrow" in placed and not {"panel is central", "wall is opposite", "hill is distant"} & placed

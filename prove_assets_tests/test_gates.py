@@ -1046,3 +1046,14 @@ def test_a_thing_the_caption_gives_each_of_several_things_is_not_one_thing() -> 
     assert verdict is not None and "each of several" in verdict.reason
     doc = parsed("Three small cups stand in a row, each made of pale green clay.")
     assert target_gate(doc, ["cups"], "count", [attr("cups", "count", "three")]) is None
+
+
+def test_a_question_whose_name_says_every_value_asked_gives_its_answer_away() -> None:
+    # Hand-written in the pattern of the sample's rebuild: "the bright white star is bright white".
+    star = [attr("bright white star", "color", "bright white")]
+    asked = "What color is the bright white star in this picture?"
+    assert "says the color" in (given_away("attribute", star, asked) or "")
+    assert given_away("attribute", star, "What color is the star below the glow?") is None
+    galaxy = [attr("fuzzy blue galaxy", "state", "fuzzy"), attr("fuzzy blue galaxy", "color", "blue")]
+    assert given_away("describe", galaxy, "How would you describe the fuzzy blue galaxy?") is not None
+    assert given_away("describe", galaxy, "How would you describe the fuzzy galaxy?") is None

@@ -1032,10 +1032,15 @@ def trivial(kind: str, facts: Sequence[SceneTuple], graph_parts: set[tuple[str, 
 
 
 def given_away(kind: str, facts: Sequence[SceneTuple], question: str) -> str | None:
-    """The other end of a relation the question asks for, already named in the question."""
+    """The other end of a relation the question asks for, already named in the question; or every
+    value asked, said by the name the question calls its thing ("What color is the bright white
+    star? Bright white.")."""
+    said = set(_words(question))
+    values = [f for f in facts if f.kind == "attribute"]
+    if kind in ("attribute", "describe") and values and all(set(_words(f.value or "")) <= said for f in values):
+        return f"the question says the {values[0].attribute_type} it asks for ({values[0].value!r})"
     if kind not in ("activity", "place"):
         return None
-    said = set(_words(question))
     for f in facts:
         if f.kind != "relation":
             continue

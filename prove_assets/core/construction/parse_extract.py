@@ -249,6 +249,9 @@ def _value(adj: Any) -> str:
     before = adj.doc[start - 1] if start > 0 else None
     if before is not None and _grades_colour(before):
         start -= 1
+    # "tree-covered", "snow-capped": the word before the hyphen is part of the value.
+    while start > 1 and adj.doc[start - 1].text == "-" and not adj.doc[start - 2].whitespace_:
+        start -= 2
     mods = [c for c in adj.children if c.dep_ in ("advmod", "npadvmod") and c.i < start and c.text.lower() in INTENSITY]
     return " ".join(t.text.lower() for t in [*mods, *adj.doc[start : adj.i + 1]]).replace(" - ", "-").replace(" -", "-")
 
