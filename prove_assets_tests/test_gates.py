@@ -1057,3 +1057,13 @@ def test_a_question_whose_name_says_every_value_asked_gives_its_answer_away() ->
     galaxy = [attr("fuzzy blue galaxy", "state", "fuzzy"), attr("fuzzy blue galaxy", "color", "blue")]
     assert given_away("describe", galaxy, "How would you describe the fuzzy blue galaxy?") is not None
     assert given_away("describe", galaxy, "How would you describe the fuzzy galaxy?") is None
+
+
+@needs_parser
+def test_a_coloured_part_after_an_inverted_subject_is_left_out_of_its_colour() -> None:
+    # Hand-written in the pattern of the sample's astronaut caption: the parser hangs the "with"
+    # phrase on the verb of an inverted subject.
+    doc = parsed("On the floor rests a glossy black helmet with a white rim. A man holds a cup with both hands.")
+    facts = [attr("helmet", "color", "black"), attr("helmet", "state", "glossy")]
+    assert "rim" in (incomplete(doc, "describe", facts, ["helmet", "rim", "man", "cup"]) or "")
+    assert incomplete(doc, "attribute", [attr("cup", "color", "red")], ["helmet", "man", "cup"]) is None

@@ -919,7 +919,12 @@ def _coloured_part(
         if tok.dep_ == "pobj" and tok.head.lower_ == "of" and singular(tok.head.head.lower_) in _QUANTITY_NOUNS:
             holders.append(tok.head.head)
         verb = tok.head if tok.dep_ in ("nsubj", "nsubjpass") else None
-        for holder, part in ((h, p) for h in holders for p in _with_objects(h)):
+        pairs = [(h, p) for h in holders for p in _with_objects(h)]
+        # "rests a glossy black helmet with a white rim": the parser hangs the phrase right after
+        # the object on the verb.
+        if tok.dep_ == "dobj":
+            pairs += [(tok, p) for p in _with_objects(tok.head) if p.head.i == tok.right_edge.i + 1]
+        for holder, part in pairs:
             colours = {w for a in part.children if a.dep_ in ("amod", "compound") for w in _colour_words(a.text)}
             pattern = singular(part.lower_) in _PATTERN_NOUNS
             # "the comb is golden yellow, with a dark brown patch": a pattern in the verb's phrase
