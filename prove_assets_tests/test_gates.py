@@ -1067,3 +1067,11 @@ def test_a_coloured_part_after_an_inverted_subject_is_left_out_of_its_colour() -
     facts = [attr("helmet", "color", "black"), attr("helmet", "state", "glossy")]
     assert "rim" in (incomplete(doc, "describe", facts, ["helmet", "rim", "man", "cup"]) or "")
     assert incomplete(doc, "attribute", [attr("cup", "color", "red")], ["helmet", "man", "cup"]) is None
+
+
+def test_two_quotations_given_to_one_thing_are_untrusted() -> None:
+    # Hand-written in the pattern of dev14 and dev21: the second quotation is often another sign's.
+    facts = [attr("sign", "text rendering", '"HOT PRETZELS"'), attr("sign", "text rendering", '"CASH ONLY"')]
+    verdict = target_gate(None, ["sign", "cart"], "text", facts)
+    assert verdict is not None and verdict.gate == "untrusted" and "two quotations" in verdict.reason
+    assert target_gate(None, ["sign", "cart"], "text", facts[:1]) is None

@@ -1318,6 +1318,11 @@ def target_gate(
         and any(_given_to_each(t) for t in _mentions(caption_doc, _head(facts[0].entity)))
     ):
         return GateVerdict("untrusted", f"the caption counts the {facts[0].entity} of each of several things")
+    # "The sign on the cart reads 'HOT PRETZELS $3' and 'CASH ONLY'": the parser gives a thing
+    # every quotation of its sentence, though a second one is often another sign's (dev sets: 2
+    # of 2 such kept pairs wrong).
+    if kind == "text" and len(facts) > 1:
+        return GateVerdict("untrusted", f"two quotations given to the {facts[0].entity}: one may be another thing's")
     # "What does the top line say?": a line of writing is read off something the question must name.
     if kind == "text" and any(singular(_head(f.entity)) in _WRITING for f in facts):
         return GateVerdict("ambiguous", f"'{facts[0].entity}' is a piece of writing, not the thing it is on")
