@@ -662,6 +662,9 @@ def test_parser_reads_with_after_a_predicate_adjective_and_a_depiction_as_one_th
     # Hand-written in the patterns of dev4 and dev14: every colour of a list before the noun.
     listed = _texts(parse_tuples_from_text("A pheasant with brown and copper feathers lies by a red-and-white box."))
     assert {"feathers is brown", "feathers is copper"} <= listed and "copper" not in listed
+    # A purpose right before a noun names it (the sample's "shelving unit" was "the unit").
+    purpose = _texts(parse_tuples_from_text("A shelving unit faces a fitting room and a winding river."))
+    assert {"shelving unit", "fitting room", "river is winding"} <= purpose and "unit is shelving" not in purpose
     # A hyphenated value is one value (the sample's "tree-covered island" was "covered").
     hyphen = _texts(parse_tuples_from_text("A small tree-covered island lies by a snow-capped peak."))
     assert {"island is tree-covered", "peak is snow-capped"} <= hyphen and "island is covered" not in hyphen

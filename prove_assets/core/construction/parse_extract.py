@@ -159,8 +159,21 @@ INTENSITY = {"dark", "light", "bright", "pale", "deep"}
 FOOD_KINDS = {"lemon", "lime", "olive", "salmon", "peach", "chocolate", "cinnamon", "vanilla", "garlic", "sesame"}
 
 
+# Gerunds that name what a thing is for, right before it ("shelving unit", "fitting room", "potting
+# soil", "folding chair"): part of its name, not a state it is in ("glowing logs", "winding river").
+PURPOSE_GERUNDS = {
+    "baking", "boarding", "changing", "cleaning", "climbing", "connecting", "cooking", "cooling", "cutting",
+    "dining", "drawing", "dressing", "drinking", "fishing", "fitting", "folding", "frying", "hiking", "ironing",
+    "knitting", "landing", "living", "loading", "magnifying", "measuring", "mixing", "parking", "paving",
+    "potting", "pruning", "reading", "rolling", "running", "serving", "sewing", "shelving", "shopping",
+    "skating", "sleeping", "soldering", "speaking", "stepping", "swimming", "training", "vending", "waiting",
+    "walking", "washing", "welding", "woodworking", "writing",
+}  # fmt: skip
+
+
 def _food_kind(c: Any) -> bool:
-    return c.text.lower() in FOOD_KINDS and c.i == c.head.i - 1
+    """A food or a purpose right before its noun: the kind of thing, not a value of it."""
+    return c.text.lower() in FOOD_KINDS | PURPOSE_GERUNDS and c.i == c.head.i - 1
 
 
 def _names_part(c: Any) -> bool:
