@@ -96,6 +96,7 @@ HOLDS_IN = {
     "canister", "packet", "teapot", "pan", "dish",
 }  # fmt: skip
 HOLDS_ON = {"plate", "tray", "platter"}
+HOLDERS = HOLDS_IN | HOLDS_ON
 # "bottles of different heights": what the things are like, not what they hold.
 MEASURES = {"height", "size", "length", "width", "shape", "color", "colour", "kind", "type", "sort", "variety"}
 # Nouns that name an attribute type: "has a checkered pattern" says the thing is checkered.
@@ -171,16 +172,19 @@ PURPOSE_GERUNDS = {
 }  # fmt: skip
 
 
-def _food_kind(c: Any) -> bool:
+KIND_WORDS = FOOD_KINDS | PURPOSE_GERUNDS
+
+
+def _kind_word(c: Any) -> bool:
     """A food or a purpose right before its noun: the kind of thing, not a value of it."""
-    return c.text.lower() in FOOD_KINDS | PURPOSE_GERUNDS and c.i == c.head.i - 1
+    return c.text.lower() in KIND_WORDS and c.i == c.head.i - 1
 
 
 def _names_part(c: Any) -> bool:
     """A modifier that is part of the thing's name: a compound noun ("fuel tank"), a position
     adjective ("front wheel") or a food's kind ("lemon slices"); not a colour/material word, an
     adjective or a hyphenated modifier."""
-    if _food_kind(c):
+    if _kind_word(c):
         return True
     if c.dep_ == "amod":
         return c.text.lower() in NAME_ADJECTIVES
@@ -196,7 +200,7 @@ def _names_part(c: Any) -> bool:
 def _describes(c: Any) -> bool:
     """A modifier that is an attribute of the thing: an adjective ("glossy"), or a colour,
     material or adjective the tagger put in a compound ("navy cap", "pale lake")."""
-    if _food_kind(c):
+    if _kind_word(c):
         return False
     if c.dep_ == "amod":
         return (
@@ -760,7 +764,7 @@ def parse_tuples_from_text(
                     attribute(tok, " ".join(material), "material")
                 elif pred == "of" and tok.lemma_.lower() in DEPICTIONS:
                     continue  # "a model of a space station" shows one; it is no part of one
-                elif pred == "of" and tok.lemma_.lower() in HOLDS_IN | HOLDS_ON and obj.lemma_.lower() not in MEASURES:
+                elif pred == "of" and tok.lemma_.lower() in HOLDERS and obj.lemma_.lower() not in MEASURES:
                     # The holder alone, not the other items of its list ("a rag and a can of grease").
                     relation(obj, "in" if tok.lemma_.lower() in HOLDS_IN else "on", tok, spread=False)
                 elif pred == "of":

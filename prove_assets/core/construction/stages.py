@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,7 @@ def planned_targets(sg: SceneGraph, settings: Settings) -> tuple[list[Target], l
     doc = parsed(sg.caption) if parser_enabled() else None
     nodes, parts = [str(n) for n in sg.nodes], part_pairs(sg.sg_dict)
 
+    @cache  # asked while planning and again for the rows
     def verdict(t: Target) -> GateVerdict | None:
         return None if settings.qa_word_gated else target_gate(doc, nodes, t.kind, t.facts, parts)
 
