@@ -895,6 +895,11 @@ def test_parser_tells_colour_words_and_light_from_things() -> None:
         ("The carrots are orange and peeled.", {"carrots is orange", "carrots is peeled"}),
         ("The rope on the deck is thick and knotted.", {"rope is thick", "rope is knotted"}),
         ("The wheels are part of the cart.", {"wheels part of cart"}),
+        # A material after another value, and a passive participle alone (dev21 answers the gate
+        # dropped as not stating their material or state).
+        ("The jug is small and made of clay.", {"jug is small", "jug is clay"}),
+        ("The vault is arched and made of stone.", {"vault is arched", "vault is stone"}),
+        ("The flag is faded and torn.", {"flag is faded", "flag is torn"}),
     ],
 )
 def test_parser_reads_the_phrasings_answers_use(text: str, read: set[str]) -> None:
@@ -907,6 +912,8 @@ def test_parser_reads_the_phrasings_answers_use(text: str, read: set[str]) -> No
 @needs_parser
 def test_a_participle_with_its_own_words_or_a_thing_made_of_parts_stays_as_it_was() -> None:
     assert "door is painted" not in _texts(parse_tuples_from_text("The door is open and painted blue."))
+    # A passive participle that says how the thing is shown is no state of it.
+    assert "vase is shown" not in _texts(parse_tuples_from_text("The vase is shown."))
     made_of_parts = _texts(parse_tuples_from_text("The wreath is made of dozens of twigs."))
     assert "twigs part of wreath" in made_of_parts and "wreath is twigs" not in made_of_parts
 

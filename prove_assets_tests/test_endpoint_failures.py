@@ -10,6 +10,7 @@ after the fix re-sends exactly the failed requests."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -264,5 +265,8 @@ def test_model_failing_mid_run_stops_the_demo_and_the_fixed_rerun_resends_only_t
         # The construction LLM is asked only what depends on the new responses, never again what it answered.
         before = {json.dumps(b, sort_keys=True) for b in llm.requests[:llm_sent]}
         assert not before & {json.dumps(b, sort_keys=True) for b in llm.requests[llm_sent:]}
+        # The demo's count of requests sent includes the evaluated model's.
+        counted = re.search(r"LLM requests this demo: (\d+) sent", fixed.stdout)
+        assert counted and int(counted.group(1)) == len(resent) + llm.chat_requests - llm_sent, fixed.stdout[-1500:]
     assert wh.read("model_responses")["error"].isna().all()
     assert "0 failed" in fixed.stdout

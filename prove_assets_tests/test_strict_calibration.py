@@ -68,6 +68,10 @@ def rel(source: str, predicate: str, target: str) -> SceneTuple:
         (rel("saucer", "next to", "spoon"), True),  # symmetric predicates hold both ways
         (SceneTuple("entity", "giraffe"), False),
         (SceneTuple("entity", "cup"), True),
+        # A name states its modifiers: one reading keeps "espresso cup" whole, another splits it.
+        (attr("cup", "espresso", "state"), True),
+        (attr("cup", "latte", "state"), False),
+        (attr("saucer", "espresso", "state"), False),  # the word names another thing
     ],
 )
 def test_strict_entailment(judge, claim, entailed):

@@ -75,18 +75,21 @@ def model_spec(name: str) -> ModelSpec:
 
 
 def model_gateways(
-    llm: LLMResource, spec: ModelSpec, wh: Warehouse, context: dg.AssetExecutionContext
+    llm: LLMResource, spec: ModelSpec, wh: Warehouse, context: dg.AssetExecutionContext, used: list[LLMGateway]
 ) -> Callable[[LLMSettings | None], AbstractContextManager[LLMGateway]]:
-    """The gateway a responder asks for: the construction LLM's (None) or its own endpoint's."""
+    """The gateway a responder asks for: the construction LLM's (None) or its own endpoint's;
+    each one opened is appended to `used` (for the step's request counts)."""
 
     @contextmanager
     def gateway(settings: LLMSettings | None) -> Iterator[LLMGateway]:
         if settings is None:
             with llm.gateway(wh, context) as gw:
+                used.append(gw)
                 yield gw
         else:
             names = SettingNames.model_entry(spec.name, str(models_file()))
             with step_gateway(settings, names, f"model {spec.name}", wh, context) as gw:
+                used.append(gw)
                 yield gw
 
     return gateway
@@ -110,7 +113,8 @@ def model_responses(
     kept = kept_questions(wh, part["shard"])
     questions = [Question(r.qa_id, r.question, r.answer, r.caption, r.path) for r in kept.itertuples()]
     context.log.info(f"{spec.name} ({spec.backend}) answers {len(questions)} questions")
-    gateways = model_gateways(llm, spec, wh, context)
+    used: list[LLMGateway] = []
+    gateways = model_gateways(llm, spec, wh, context, used)
     answers = respond(spec, questions, prompts_dir(), gateways, progress_logger(context, f"{spec.name} answers"))
     df = stages.response_rows(kept, answers, spec.backend)
     latency = df["latency_s"].astype(float)
@@ -123,6 +127,9 @@ def model_responses(
             "responses": dg.MetadataValue.int(int(df["error"].isna().sum())),
             "errors": dg.MetadataValue.int(int(df["error"].notna().sum())),
             "mean_latency_s": dg.MetadataValue.float(float(latency.mean()) if latency.notna().any() else 0.0),
+            # Summed by `prove-assets demo` into "LLM requests sent / answered from the cache".
+            "llm_requests_sent": dg.MetadataValue.int(sum(gw.sent for gw in used)),
+            "llm_requests_cached": dg.MetadataValue.int(sum(gw.cached for gw in used)),
         },
     )
 

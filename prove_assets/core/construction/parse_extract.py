@@ -288,6 +288,23 @@ def _bare_participle(tok: Any) -> bool:
     return tok.tag_ in ("VBN", "VBD") and not any(c.dep_ not in ("advmod", "cc", "punct") for c in tok.children)
 
 
+# Passive participles that say how a thing is shown or where, not what it is like.
+_PRESENTING = {"see", "show", "picture", "depict", "capture", "photograph", "frame", "display", "feature",
+               "view", "position", "locate", "place", "situate", "find", "include", "illustrate", "label", "name",
+               "call"}  # fmt: skip
+
+
+def _passive_state(tok: Any) -> bool:
+    """A passive participle with nothing of its own ("the shirt is faded", "the ceiling is arched
+    and made of brick"): it says a state, as a bare participle after "is ... and" does."""
+    return (
+        tok.tag_ == "VBN"
+        and tok.lemma_.lower() not in _PRESENTING
+        and any(c.dep_ == "auxpass" and c.lemma_.lower() == "be" for c in tok.children)
+        and all(c.dep_ in ("nsubjpass", "auxpass", "advmod", "cc", "conj", "punct") for c in tok.children)
+    )
+
+
 def _predicate_adjectives(acomp: Any) -> list[Any]:
     """A predicate adjective and its conjuncts ("is glossy red ... and white"): adjectives, or
     colour words the small tagger read as nouns."""
@@ -558,7 +575,8 @@ def _subjects(verb: Any) -> list[Any]:
     if not subj and verb.dep_ in ("acl", "relcl") and _is_entity(verb.head):
         subj = [verb.head]
     if not subj and verb.dep_ == "conj":
-        return _subjects(verb.head)
+        # "is small and made of plastic": a verb joined to a predicate adjective is the subject's
+        return _subjects(verb.head.head if verb.head.dep_ == "acomp" else verb.head)
     if not subj:  # "Behind the motorcycle stands a bench": the inverted subject
         subj = [c for c in verb.children if c.dep_ in ("dobj", "attr") and _is_entity(c)]
     return [s for c in subj for s in _conjuncts(c) if _is_entity(s) or _personal(s) or _partitive_of(s) is not None]
@@ -783,8 +801,9 @@ def parse_tuples_from_text(
         if not subjects:
             continue
         lemma = tok.lemma_.lower()
-        if tok.dep_ == "conj" and tok.head.lemma_.lower() == "be" and _bare_participle(tok):
-            for s in subjects:  # "is gray and coiled", the participle read as a second verb
+        joined = tok.dep_ == "conj" and (tok.head.lemma_.lower() == "be" or _passive_state(tok.head))
+        if _passive_state(tok) or (joined and _bare_participle(tok)):
+            for s in subjects:  # "is gray and coiled", the participle read as a second verb; "is faded"
                 attribute(s, tok.text.lower())
         for c in tok.children:
             if c.dep_ == "attr" and c.lemma_.lower() == "part":  # "the bars are part of the railing"

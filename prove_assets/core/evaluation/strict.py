@@ -371,6 +371,9 @@ class StrictEntailment:
         return self._relation(premise, h)
 
     def _attribute(self, premise: Sequence[SceneTuple], h: SceneTuple) -> Decision:
+        named = _named_by(premise, h)
+        if named:
+            return Decision(True, named, "stated by the thing's name")
         same = [p for p in premise if p.kind == "attribute" and self.same_entity(p.entity, h.entity)]
         if not same:
             return Decision(False, None, f"no attribute of {h.entity!r} in the premise")
@@ -464,6 +467,24 @@ def _head(name: str) -> str | None:
     """The head noun of an entity name: the last word, or before "of" ("base of rocket" -> base)."""
     words = tokens(name.split(" of ")[0])
     return words[-1] if words else None
+
+
+def _named_by(premise: Sequence[SceneTuple], h: SceneTuple) -> str | None:
+    """A premise thing whose name says the claim's value as a modifier of the claim's thing: "the
+    side panel" states "the panel is side". One reading may keep a compound name whole where
+    another splits it (the sample: "the black side panel" in the caption, "the side panel under
+    the seat" in an answer read as "panel is side")."""
+    if h.attribute_type == "text rendering":
+        return None
+    claimed = {w for w in tokens(h.value or "") if w not in _STOP}
+    own = set(tokens(h.entity))
+    if not claimed or not own:
+        return None
+    for name in sorted({p.entity for p in premise} | {p.target for p in premise if p.target}):
+        words = set(tokens(name))
+        if _head(name) == _head(h.entity) and own <= words and claimed <= words - own:
+            return name
+    return None
 
 
 def strict_score(
