@@ -134,6 +134,12 @@ def test_an_answer_that_leaves_out_a_value_or_a_thing_the_caption_gives_is_incom
     assert "napkin" in (incomplete(doc, "which", facts, ["cup", "saucer", "napkin"]) or "")
     facts.append(attr("napkin", "color", "white"))
     assert incomplete(doc, "which", facts, ["cup", "saucer", "napkin"]) is None
+    # A colour or a size the small tagger hangs on the next modifier is still the thing's (dev21).
+    doc = parsed("A folded white cloth napkin lies on a tray, and a wide curved steel ladle hangs above it.")
+    napkin = [attr("napkin", "state", "folded"), attr("napkin", "material", "cloth")]
+    assert "white" in (incomplete(doc, "describe", napkin, ["napkin", "tray", "ladle"]) or "")
+    ladle = [attr("ladle", "shape", "curved"), attr("ladle", "material", "steel")]
+    assert "wide" in (incomplete(doc, "describe", ladle, ["napkin", "tray", "ladle"]) or "")
 
 
 @needs_parser

@@ -393,8 +393,10 @@ def _modifiers_of(tok: Any) -> list[Any]:
     mods += _shaded_into(tok)
     mods += [c for m in mods for c in m.conjuncts]
     # "dark, narrow and oval": a grading word the parser hung on the next adjective; "a white
-    # painted sill": a colour read as the adverb of a participle.
-    mods += [c for m in mods for c in m.children if c.dep_ == "amod" or (c.dep_ == "advmod" and _colour_words(c.text))]
+    # painted sill": a colour read as the adverb of a participle; "a folded white paper bib", "a
+    # wide curved blade": a colour or a size read as a modifier of the next modifier.
+    mods += [c for m in mods for c in m.children if c.dep_ == "amod" or (
+        c.dep_ in ("advmod", "compound") and word_class(c.text.lower()) in ("color", "size", "shape"))]  # fmt: skip
     return mods
 
 
