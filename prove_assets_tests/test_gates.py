@@ -1046,6 +1046,12 @@ def test_a_thing_the_caption_gives_each_of_several_things_is_not_one_thing() -> 
     verdict = target_gate(doc, ["bucket", "card", "stool"], "describe", [attr("card", "color", "white")])
     assert verdict is not None and verdict.gate == "ambiguous"
     assert target_gate(doc, ["bucket", "card", "stool"], "attribute", [attr("stool", "color", "red")]) is None
+    # One at each of several places (dev21: "a small steel bowl is clipped to each end of the perch").
+    doc = parsed("A brass lantern hangs from each corner of the gazebo. A green bench stands inside.")
+    verdict = target_gate(doc, ["lantern", "corner", "gazebo", "bench"], "attribute",
+                          [attr("lantern", "material", "brass")])  # fmt: skip
+    assert verdict is not None and verdict.gate == "ambiguous"
+    assert target_gate(doc, ["lantern", "gazebo", "bench"], "attribute", [attr("bench", "color", "green")]) is None
     # A count of each one's parts is no count of the picture's; "each" of the counted things is.
     doc = parsed("Six jellyfish drift in the tank. Each bell has four faint rings near its center.")
     verdict = target_gate(doc, ["jellyfish", "bell", "rings"], "count", [attr("rings", "count", "four")])

@@ -473,7 +473,7 @@ def _each_of(each: Any) -> Any | None:
 def _given_to_each(tok: Any) -> bool:
     """A mention in a clause that gives it to each of several other things: "five sculptures,
     each standing on its own plinth", "Each bucket has a small white card", "each bell has four
-    rings"; not "three cups, each made of clay" (each cup)."""
+    rings", "a lamp hangs over each table"; not "three cups, each made of clay" (each cup)."""
     if any(c.lower_ == "own" for c in tok.children):
         return True
     mine = singular(tok.lower_)
@@ -486,6 +486,10 @@ def _given_to_each(tok: Any) -> bool:
             subject = c.dep_ in ("nsubj", "nsubjpass") and singular(c.lower_) != mine
             if subject and any(d.lower_ in _EACH and d.dep_ == "det" for d in c.children):
                 return True
+    # "A small bowl is clipped to each end of the perch": one at each of several places.
+    if tok.dep_ in ("nsubj", "nsubjpass"):
+        places = [o for p in tok.head.children if p.dep_ == "prep" for o in p.children if o.dep_ == "pobj"]
+        return any(d.lower_ in _EACH and d.dep_ == "det" for o in places for d in o.children)
     return False
 
 
