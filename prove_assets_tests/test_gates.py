@@ -297,6 +297,9 @@ def test_asking_what_a_thing_says_or_reads_is_unnatural() -> None:
         ("describe", "What color is the rug made of?", True),
         ("describe", "What are the pebbles like?", False),
         ("describe", "What is the shape of the handle of the kettle?", False),
+        # An attribute asked as what the thing is (dev21: "What is the shelf beneath the whiteboard?").
+        ("attribute", "What is the rug that is beside the kettle?", True),
+        ("attribute", "What is the rug made of?", False),
     ],
 )
 def test_wording_a_person_would_not_use_is_unnatural(kind: str, question: str, unnatural: bool) -> None:

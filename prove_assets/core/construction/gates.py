@@ -1413,7 +1413,8 @@ def wording_gate(
     surface = _NO_SURFACE.search(question.lower())
     if surface and singular(surface[1]) in _SURFACELESS:
         return GateVerdict("unnatural", f"the question asks for the {surface[0]}, which has none")
-    if kind == "describe" and _WHAT_NOT_HOW.match(question.lower().strip()):
+    # An attribute too: "What is the shelf beneath the whiteboard?" for its material (dev21).
+    if kind in ("describe", "attribute") and _WHAT_NOT_HOW.match(question.lower().strip()):
         return GateVerdict("unnatural", "a description asked as what the thing is, not what it is like")
     # "What color are the stripes? Silver and reflective." (dev..dev13 kept: 1 flawed caught, 0 lost)
     colour_only = kind == "describe" and _COLOUR_ASKED.match(question.lower().strip())
