@@ -1003,9 +1003,17 @@ def test_a_thing_the_text_says_is_not_there_gives_no_tuple() -> None:
 
 
 def test_a_question_that_names_a_thing_by_its_place_is_verified_there(sandbox: Sandbox) -> None:
-    """ "What does the sign on the island say?": the program finds the sign among what the graph
-    puts on the island, so it reads the island too and fails where the graph does not say it."""
-    sg = SceneGraph.from_tuples(CAPTION, TUPLES)
+    """ "What does the sign on the island say?" (another sign is on the boat): the program finds
+    the sign among what the graph puts on the island, so it reads the island too and fails where
+    the graph does not say it. A thing its name alone tells is called by its name."""
+    assert all(
+        t.called is None for ts in candidate_targets(SceneGraph.from_tuples(CAPTION, TUPLES)).values() for t in ts
+    )
+    boat_sign = [
+        SceneTuple("entity", "boat sign"),
+        SceneTuple("attribute", "boat sign", attribute_type="color", value="blue"),
+    ]
+    sg = SceneGraph.from_tuples(CAPTION, [*TUPLES, *boat_sign])
     text = next(t for t in candidate_targets(sg)["text"] if t.subject == "sign")
     assert text.called == "the sign on the island" and text.program != text.verifying_program()
     run = sandbox.run(text.verifying_program(), sg.to_json())
