@@ -371,20 +371,24 @@ def places(sg: SceneGraph, stated: Sequence[SceneTuple]) -> dict[str, SceneTuple
     wheat") made 8 of 35 kept pairs wrong or flawed, against 13 of 275 without."""
     doc = parsed(sg.caption) if parser_enabled() else None
     nodes = [str(n) for n in sg.nodes]
+
+    def head(name: str) -> str:
+        return (name_key(name) or ("",))[-1]
+
     heads: dict[str, list[str]] = {}
-    for node in sg.nodes:
-        heads.setdefault((name_key(str(node)) or ("",))[-1], []).append(str(node))
+    for node in nodes:
+        heads.setdefault(head(node), []).append(node)
     out: dict[str, SceneTuple] = {}
     for r in _order(stated, sg.caption[:200]):
         if r.entity in out or r.relation_type not in ("spatial", "part") or not r.target:
             continue
-        if len(heads.get((name_key(r.entity) or ("",))[-1], [])) < 2:
+        if len(heads.get(head(r.entity), [])) < 2:
             continue
         # A place that names a thing must pass the gates a place question would ("the fishing hut
         # on the dot lake", "the lamp on the swivel arm" of "a lamp on a white jointed arm").
         if doc is not None and (untrusted_relation(doc, r) or untrusted_place(doc, r, nodes)):
             continue
-        same = heads.get((name_key(r.target) or ("",))[-1], [])
+        same = heads.get(head(r.target), [])
         # "the cup on the table" says nothing when there are two tables, nor "the cap top of the cap".
         if len(same) > 1 or set(name_key(r.target)) <= set(name_key(r.entity)):
             continue
