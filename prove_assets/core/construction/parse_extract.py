@@ -526,7 +526,50 @@ def _is_entity(tok: Any) -> bool:
         and not _outside_the_picture(tok)
         and not _on_a_person(tok)
         and not _of_light_or_colour(tok)
+        and not _writing_medium(tok)
     )
+
+
+# What writing is done with: "reads 'Please ask' in black marker" names no marker in the picture
+# (dev22: "What color is the marker?" of a paper sign, 1 wrong and 1 flawed).
+_WRITING_MEDIA = {"marker", "chalk", "ink", "crayon", "pencil", "pen", "paint", "lipstick"}
+_WRITING_VERBS = {"read", "write", "print", "say", "spell", "scrawl", "label", "mark", "letter", "sign", "paint"}
+
+
+def _writing_medium(tok: Any) -> bool:
+    """A writing medium after "in" under a verb of writing (the phrase may hang on the quoted
+    words): how the words are written."""
+    prep = tok.head
+    return (
+        tok.lemma_.lower() in _WRITING_MEDIA
+        and tok.dep_ == "pobj"
+        and prep.lower_ == "in"
+        and any(a.lemma_.lower() in _WRITING_VERBS for a in prep.ancestors)
+    )
+
+
+def _listed_colours(noun: Any) -> list[Any]:
+    """The colours of a list the tagger made the noun a conjunct of ("books in red, brown, and
+    blue bindings", "alternating light gray and dark gray squares": dev22, the bindings read as
+    blue alone), not a predicate's ("the car is red and the doors blue")."""
+    first = noun.head
+    if noun.dep_ != "conj" or first.pos_ != "ADJ" or first.i > noun.i or word_class(noun.text.lower()) == "color":
+        return []
+    # A counted or determined noun is a list item of its own ("purple, teal, and one orange mat"),
+    # a noun before another or before a colour the first of a compound ("red and white trail
+    # marker", "white, mint green and yellow").
+    nxt = noun.doc[noun.i + 1] if noun.i + 1 < len(noun.doc) else None
+    if any(c.dep_ in ("det", "nummod") for c in noun.children) or (
+        nxt is not None and (nxt.pos_ in ("NOUN", "PROPN") or word_class(nxt.text.lower()) == "color")
+    ):
+        return []
+    while first.dep_ == "conj" and first.head.pos_ == "ADJ":
+        first = first.head
+    if first.dep_ in ("acomp", "attr", "xcomp", "oprd", "ROOT"):
+        return []
+    listed = [first, *first.conjuncts]
+    return [a for a in listed if a.i < noun.i and a.pos_ == "ADJ" and word_class(a.text.lower()) == "color"
+            and not _in_hyphenated_word(a)]  # fmt: skip
 
 
 def _conjuncts(tok: Any) -> list[Any]:
@@ -762,6 +805,8 @@ def parse_tuples_from_text(
         add(SceneTuple("entity", name_of(tok)))
         # A subject read as a compound of its verb leaves its adjectives on the verb too.
         misplaced = [c for c in tok.head.children if c.i < tok.i] if _subject_read_as_compound(tok) else []
+        for adj in _listed_colours(tok):
+            attribute(tok, _value(adj))
         for c in [*tok.children, *misplaced]:
             if (c.dep_ in ("amod", "compound") and _grades_colour(c)) or _starts_colour(c):
                 continue  # part of the colour that follows
