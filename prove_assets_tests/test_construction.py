@@ -932,6 +932,14 @@ def test_colours_listed_before_a_noun_the_tagger_made_their_conjunct_are_its_own
     assert "doors is red" not in _texts(parse_tuples_from_text("The car is red and the doors blue."))
 
 
+@needs_parser
+def test_a_writing_medium_is_no_thing() -> None:
+    """Hand-written in dev22's pattern ("What color is the marker?" of words written in marker)."""
+    read = _texts(parse_tuples_from_text('A paper sign reads "Ask before borrowing tools" in black marker.'))
+    assert "sign" in read and not {t for t in read if t.startswith("marker")}
+    assert "marker is black" in _texts(parse_tuples_from_text("A black marker lies on the desk."))
+
+
 def test_an_attribute_instruction_agrees_with_a_plural_name() -> None:
     """The model copies the instruction's verb: "Ask what the baskets is made of" came back as
     "What material is the baskets made of?" (dev22: 6 such pairs dropped as unnatural)."""
