@@ -54,6 +54,12 @@ def _be(many: bool) -> str:
     return "are" if many else "is"
 
 
+def agreeing_verbs(name: str) -> dict[str, str]:
+    """The verbs an instruction about a thing uses, agreeing with its name: {be}, {has}, {looks}."""
+    many = plural(name)
+    return {"be": _be(many), "has": "have" if many else "has", "looks": "look" if many else "looks"}
+
+
 def _and(items: Sequence[str]) -> str:
     """'a', 'a and b', 'a, b and c'."""
     items = list(items)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from prove_assets.core.construction.answers import absent_answer, plural, relation_clause
+from prove_assets.core.construction.answers import absent_answer, agreeing_verbs, relation_clause
 from prove_assets.core.construction.canonical import name_key
 from prove_assets.core.construction.gates import untrusted_place, untrusted_relation
 from prove_assets.core.construction.parse_extract import enabled as parser_enabled
@@ -456,9 +456,7 @@ def candidate_targets(
         else:
             expected = {"compare": 2, "absent": 0}.get(kind, 1)
         template = ATTRIBUTE_QUESTIONS.get(names.get("type", "")) if kind == "attribute" else INSTRUCTIONS[kind]
-        many = plural(subject)
-        verbs = {"be": "are" if many else "is", "has": "have" if many else "has", "looks": "look" if many else "looks"}
-        instruction = (template or INSTRUCTIONS[kind]).format(**verbs, **names)
+        instruction = (template or INSTRUCTIONS[kind]).format(**agreeing_verbs(subject), **names)
         if place is not None:
             instruction += f' Call it "{called_name(place)}".'
         target = Target(kind, subject, tuple(facts), instruction, program, expected, place)
