@@ -1090,3 +1090,16 @@ def test_two_quotations_given_to_one_thing_are_untrusted() -> None:
     verdict = target_gate(None, ["sign", "cart"], "text", facts)
     assert verdict is not None and verdict.gate == "untrusted" and "two quotations" in verdict.reason
     assert target_gate(None, ["sign", "cart"], "text", facts[:1]) is None
+
+
+@needs_parser
+def test_what_is_said_before_a_noun_that_modifies_another_is_the_others() -> None:
+    """Hand-written in dev23's pattern: "a dark blue violin case" says nothing of the violin's
+    colour; a thing's own name is no description its answer leaves out ("the shelving unit")."""
+    doc = parsed("A reddish brown violin rests on a chair beside a closed dark blue violin case.")
+    assert incomplete(doc, "attribute", [attr("violin", "color", "reddish brown")], ["violin", "chair", "case"]) is None
+    assert "blue" in (incomplete(doc, "attribute", [attr("case", "color", "dark")], ["violin", "chair", "case"]) or "")
+    doc = parsed("A tall wooden shelving unit stands against the wall.")
+    facts = [attr("shelving unit", "material", "wooden"), attr("shelving unit", "size", "tall")]
+    assert incomplete(doc, "describe", facts, ["shelving unit", "wall"]) is None
+    assert "tall" in (incomplete(doc, "describe", facts[:1], ["shelving unit", "wall"]) or "")

@@ -35,7 +35,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from prove_assets.core.construction.canonical import name_key, word_class
-from prove_assets.core.construction.parse_extract import CLARITY, INTENSITY, NON_DESCRIPTIVE, SPATIAL, parsed, quoted
+from prove_assets.core.construction.parse_extract import (
+    CLARITY,
+    INTENSITY,
+    NON_DESCRIPTIVE,
+    SPATIAL,
+    its_antecedent,
+    parsed,
+    quoted,
+)
 from prove_assets.core.construction.verify import missing_facts, polarity
 from prove_assets.core.evaluation.strict import class_words
 from prove_assets.core.text import singular, split_words
@@ -362,7 +370,13 @@ def modifier_words(doc: Any, head: str) -> set[str]:
 
 
 def _modifiers(doc: Any, head: str) -> list[Any]:
-    return [m for tok in _mentions(doc, head) for m in _modifiers_of(tok)]
+    # A mention that modifies another noun ("a dark blue violin case") is no mention of the thing:
+    # what is said before it is the other noun's.
+    return [m for tok in _mentions(doc, head) if not _compound_of_noun(tok) for m in _modifiers_of(tok)]
+
+
+def _compound_of_noun(tok: Any) -> bool:
+    return tok.dep_ == "compound" and tok.head.pos_ in ("NOUN", "PROPN") and tok.head.i > tok.i
 
 
 def _modifiers_of(tok: Any) -> list[Any]:
@@ -765,9 +779,10 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
     return None
 
 
-def _part_in_grammar(doc: Any, part: str, whole: str) -> bool:
+def _part_in_grammar(doc: Any, part: str, whole: str, compound: bool = True) -> bool:
     """Whether a phrase of the caption gives a part to its whole: "a Y with (a) X" (also "Y rises
-    with X"), "the X of the Y", "the Y's X", "the Y X", "a Y has X"."""
+    with X"), "the X of the Y", "the Y's X", "its X" (the Y before it), "a Y has X", and with
+    `compound` "the Y X"."""
     for tok in _mentions(doc, part):
         # The part, or the first of a list it ends ("with gray faces and white slopes").
         for first in (tok, tok.head) if tok.dep_ == "conj" else (tok,):
@@ -776,14 +791,27 @@ def _part_in_grammar(doc: Any, part: str, whole: str) -> bool:
                 holders = [holder] + [c for c in holder.children if c.dep_ in ("nsubj", "nsubjpass", "dobj", "attr")]
                 if any(singular(h.lower_) == whole or h.lemma_.lower() == whole for h in holders):
                     return True
-        owners = [c for c in tok.children if c.dep_ in ("poss", "compound")]
+        owners = [c for c in tok.children if c.dep_ == "poss" or (compound and c.dep_ == "compound")]
         owners += [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "of" for o in c.children
                    if o.dep_ == "pobj"]  # fmt: skip
         if tok.dep_ == "dobj" and tok.head.lemma_ in ("have", "feature", "bear"):
             owners += [c for c in tok.head.children if c.dep_ == "nsubj"]
+        owners += [
+            o
+            for c in tok.children
+            if c.dep_ == "poss" and c.lower_ in ("its", "their")
+            and (o := its_antecedent(c, [s for s in doc.sents if s.end <= c.i])) is not None
+        ]  # fmt: skip
         if any(singular(o.lower_) == whole for o in owners):
             return True
     return False
+
+
+def owned_part(doc: Any, fact: SceneTuple) -> bool:
+    """Whether a part-of fact is one the caption says by possession ("the rocket's body", "the
+    body of the rocket", "a rocket with a white body"), not a noun compound ("a wheat field" names
+    a kind of field, not the wheat's)."""
+    return fact.relation_type == "part" and _part_in_grammar(doc, _head(fact.entity), _head(fact.target or ""), False)
 
 
 def _verb_subject(tok: Any) -> Any:
@@ -866,7 +894,8 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
     looks = [f for f in values if kind == "describe" or f.attribute_type in ("state", "texture")]
     if looks and len({f.entity for f in looks}) == 1:
         head = _head(looks[0].entity)
-        given = {w for f in values for w in _words(f.value or "")}
+        # Words of its own name are no description left out ("the shelving unit" is not "shelving").
+        given = {w for f in values for w in _words(f.value or "")} | set(_words(looks[0].entity))
         said = {m for m in _adjectives_of(doc, head) if singular(m) not in given and m not in _NO_DESCRIPTION}
         if said and sum(_head(n) == head for n in nodes) == 1:
             return f"the caption also calls the {head} {sorted(said)[0]}"

@@ -332,10 +332,25 @@ def _misread_verb(tok: Any) -> bool:
         return False
     if any(c.dep_ in ("nsubj", "prt") for c in tok.children):
         return True
+    # "a red plastic sled leans against", "a white sun hat kneels on": an -s word after "a" and
+    # the words of one thing is the verb of that thing, not a plural noun ("a few cups", "a
+    # dozen eggs" count: a number or quantifier between makes them plural).
+    dets = [c for c in tok.children if c.dep_ == "det" and c.lower_ in ("a", "an", "each", "every")]
+    if tok.tag_ == "NNS" and tok.lower_.endswith("s") and dets and tok.i > dets[0].i + 1:
+        # One noun phrase between: no list ("a white collar and denim overalls"), no count.
+        between = tok.doc[dets[0].i + 1 : tok.i]
+        one_phrase = all(t.dep_ in ("amod", "compound", "punct") and t.tag_ != "CD" and t.lower_ not in _QUANTITY
+                         for t in between)  # fmt: skip
+        if one_phrase and tok.nbor(-1).dep_ in ("compound", "amod") and tok.nbor(-1).pos_ != "ADJ":
+            return True
     if tok.dep_ == "ROOT" and not any(t.pos_ in ("VERB", "AUX") for t in tok.sent):
         # A sentence has a verb: a root noun after a compound is it ("its loop handle points left").
         return any(c.dep_ == "compound" and c.i < tok.i for c in tok.children)
     return tok.dep_ == "conj" and tok.head.pos_ in ("VERB", "AUX")
+
+
+# Words after "a" that make a plural count ("a few", "a dozen", "a couple of", "a pair of").
+_QUANTITY = {"few", "dozen", "couple", "lot", "number", "pair", "set", "series", "hundred", "thousand", "bunch"}
 
 
 def _subject_read_as_compound(tok: Any) -> bool:
@@ -661,7 +676,7 @@ def _possessed(poss: Any) -> Any | None:
     return nouns[-1] if nouns else None
 
 
-def _its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
+def its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
     """What "its" / "their" refers to: the last subject before it in its sentence, else the first
     subject of the last sentence before that has one (`earlier`: the sentences of the text
     before). A subject that is itself "its" something refers to the same thing, so it is passed
@@ -685,7 +700,7 @@ def _its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
 
 def _wholes(doc: Any, earlier: Sequence[Any], person: str | None) -> dict[int, str]:
     """Token index -> the head word of the thing the sentence makes it a part of: "a helmet with a
-    rim", "the rim of the helmet", "the helmet has a rim", "its rim" (`_its_antecedent`; `earlier`:
+    rim", "the rim of the helmet", "the helmet has a rim", "its rim" (`its_antecedent`; `earlier`:
     the sentences before `doc`), "her scarf" (the `person`)."""
     out: dict[int, str] = {}
 
@@ -712,7 +727,7 @@ def _wholes(doc: Any, earlier: Sequence[Any], person: str | None) -> dict[int, s
         if poss.text.lower() in ("her", "his"):
             whole = person.split()[-1] if person else None
         else:
-            antecedent = _its_antecedent(poss, [*earlier, *(s for s in doc.sents if s.end <= poss.i)])
+            antecedent = its_antecedent(poss, [*earlier, *(s for s in doc.sents if s.end <= poss.i)])
             whole = head_word(antecedent) if antecedent is not None else None
         if whole:
             out[part.i] = whole
@@ -915,7 +930,7 @@ def parse_tuples_from_text(
         if poss.text.lower() in ("her", "his"):
             whole = person
         else:
-            antecedent = _its_antecedent(poss, [*earlier, *(s for s in doc.sents if s.end <= poss.i)])
+            antecedent = its_antecedent(poss, [*earlier, *(s for s in doc.sents if s.end <= poss.i)])
             whole = thing(antecedent) if antecedent is not None else None
         name = thing(part)
         if whole and name and whole != name:
