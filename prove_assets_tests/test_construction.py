@@ -1137,6 +1137,14 @@ def test_a_part_the_caption_gives_its_whole_is_called_by_its_whole() -> None:
     (bowl,) = [t for t in pools["attribute"] if t.subject == "bowl"]
     assert bowl.called == "the bowl of the teaspoon" and 'Call it "the bowl of the teaspoon"' in bowl.instruction
     assert bowl.expected_nodes == 2 and "get_incoming_relations(place)" in bowl.verifying_program()
+    # The whole by its full name: "the jars have lids" gives none to "the sample jar" (dev23).
+    caption = "The jars have metal lids, and an open sample jar sits in front."
+    tuples = [SceneTuple("entity", "sample jar"), SceneTuple("entity", "lids"),
+              SceneTuple("attribute", "lids", attribute_type="material", value="metal"),
+              SceneTuple("relation", "lids", relation_type="part", predicate="part of",
+                         target="sample jar")]  # fmt: skip
+    pools = candidate_targets(SceneGraph.from_tuples(caption, tuples))
+    assert all(t.called is None for ts in pools.values() for t in ts)
     caption = "A wheat field lies under a blue sky."
     tuples = [SceneTuple("entity", "field"), SceneTuple("entity", "wheat"), SceneTuple("entity", "sky"),
               SceneTuple("attribute", "sky", attribute_type="color", value="blue"),
