@@ -1103,3 +1103,18 @@ def test_what_is_said_before_a_noun_that_modifies_another_is_the_others() -> Non
     facts = [attr("shelving unit", "material", "wooden"), attr("shelving unit", "size", "tall")]
     assert incomplete(doc, "describe", facts, ["shelving unit", "wall"]) is None
     assert "tall" in (incomplete(doc, "describe", facts[:1], ["shelving unit", "wall"]) or "")
+
+
+@needs_parser
+def test_a_thing_the_caption_says_another_or_a_second_of_is_not_one_thing() -> None:
+    """Hand-written in dev23's pattern ("What is the mug made of?" beside "a second mug", which
+    the tagger read as an adjective): the words say there are two."""
+    for thing, caption in (("mug", "A white ceramic mug holds pens, beside a second mug half full of coffee."),
+                           ("chair", "A red chair stands by the door, and another chair leans on the wall."),
+                           ("chair", "A red leather chair faces a second, empty barber chair.")):  # fmt: skip
+        verdict = target_gate(parsed(caption), [thing, "pens"], "attribute", [attr(thing, "color", "red")])
+        assert verdict is not None and verdict.gate == "ambiguous", caption
+    assert (
+        target_gate(parsed("A red chair stands by the door."), ["chair"], "attribute", [attr("chair", "color", "red")])
+        is None
+    )

@@ -462,15 +462,23 @@ def _has_word(modifier: str, word: str) -> bool:
 
 def _several_in_caption(doc: Any, name: str) -> bool:
     """A bare singular name ("pole") whose head the caption also uses in the plural without a
-    definite article ("lamps on poles"): the caption has several such things, the name one."""
+    definite article ("lamps on poles"), or after "another" / "a second" ("beside a second mug",
+    "a second, empty barber chair"; read off the words, the tagger misreads such phrases): the
+    caption has several such things, the name one."""
     head = _head(name)
     if len(name_key(name)) != 1 or name.split()[-1].lower() != head:
         return False
-    return any(
-        t.tag_ in ("NNS", "NNPS")
-        and not any(c.dep_ == "det" and c.lower_ in ("the", "its", "their") for c in t.children)
-        for t in _mentions(doc, head)
-    )
+    words = [t.lower_ for t in doc]
+
+    def plural(t: Any) -> bool:
+        return t.tag_ in ("NNS", "NNPS") and not any(
+            c.dep_ == "det" and c.lower_ in ("the", "its", "their") for c in t.children
+        )
+
+    return any(plural(t) or _ANOTHER & set(words[max(0, t.i - 4) : t.i]) for t in _mentions(doc, head))
+
+
+_ANOTHER = {"another", "second", "third"}
 
 
 _EACH = {"each", "every"}
