@@ -42,10 +42,13 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prove_assets.config import PROJECT_ROOT, SAMPLE_DIR
 from prove_assets_tests.scripted_llm import ScriptedLLMServer
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
 BIN = Path(sys.executable).parent
@@ -445,6 +448,12 @@ def build_synthetic_benchmark(folder: Path, pg: Postgres, images: int, shard_siz
     return folder / "warehouse", time.monotonic() - started
 
 
+def _comparable(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """A leaderboard's rows, an empty subset's scores (no complex pairs, say) as None: NaN is
+    unequal to itself, so two days' rows would never compare equal."""
+    return table.round(6).astype(object).where(table.notna(), None).to_dict("records")
+
+
 def run_soak(
     folder: Path,
     pg: Postgres,
@@ -602,7 +611,7 @@ def run_soak(
         injected=sum((p.injected for p in plans), Counter()) if chaos else Counter(),
         failed_calls={str(k): int(v) for k, v in failed["error_kind"].fillna("(none)").value_counts().items()},
         failed_attempts=dict(Counter(k for v in calls["failed_attempts"].dropna() for k in v.split(","))),
-        leaderboard=leaderboard_table(scores).round(6).to_dict("records"),
+        leaderboard=_comparable(leaderboard_table(scores)),
         responses=wh.read("model_responses"),
         scores=scores,
         calls=calls,
