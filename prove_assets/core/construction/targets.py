@@ -384,7 +384,7 @@ def places(sg: SceneGraph, stated: Sequence[SceneTuple]) -> dict[str, SceneTuple
         heads.setdefault(head(node), []).append(node)
     # A part the caption gives its whole by possession is stated, also where the words are not in
     # the order `CaptionCheck` reads ("its shiny bowl" of a spoon).
-    owned = [r for r in _relations(sg) if doc is not None and owned_part(doc, r)]
+    owned = [r for r in _relations(sg) if owned_part(doc, r)] if doc is not None else []
     out: dict[str, SceneTuple] = {}
     for r in _order(dict.fromkeys([*stated, *owned]), sg.caption[:200]):
         if r.entity in out or r.relation_type not in ("spatial", "part") or not r.target:
