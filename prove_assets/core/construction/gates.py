@@ -40,7 +40,6 @@ from prove_assets.core.construction.parse_extract import (
     INTENSITY,
     NON_DESCRIPTIVE,
     SPATIAL,
-    its_antecedent,
     parsed,
     quoted,
 )
@@ -787,52 +786,25 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
     return None
 
 
-def _part_in_grammar(
-    doc: Any, part: str, whole: str, compound: bool = True, whole_name: tuple[str, ...] | None = None
-) -> bool:
+def _part_in_grammar(doc: Any, part: str, whole: str) -> bool:
     """Whether a phrase of the caption gives a part to its whole: "a Y with (a) X" (also "Y rises
-    with X"), "the X of the Y", "the Y's X", "its X" (the Y before it), "a Y has X", and with
-    `compound` "the Y X". With `whole_name`, the Y must be called by all of it ("the jars have
-    lids" gives none to "the sample jar"; "a pool ladder with handrails" gives them to "ladder")."""
-
-    def is_whole(tok: Any) -> bool:
-        if singular(tok.lower_) != whole and tok.lemma_.lower() != whole:
-            return False
-        said = [c for c in tok.children if c.dep_ == "compound" and c.i < tok.i]
-        return whole_name is None or tuple(singular(w.lower_) for w in [*said, tok])[-len(whole_name) :] == whole_name
-
+    with X"), "the X of the Y", "the Y's X", "the Y X", "a Y has X"."""
     for tok in _mentions(doc, part):
         # The part, or the first of a list it ends ("with gray faces and white slopes").
         for first in (tok, tok.head) if tok.dep_ == "conj" else (tok,):
             if first.dep_ == "pobj" and first.head.lower_ in ("with", "of"):
                 holder = first.head.head
                 holders = [holder] + [c for c in holder.children if c.dep_ in ("nsubj", "nsubjpass", "dobj", "attr")]
-                if any(is_whole(h) for h in holders):
+                if any(singular(h.lower_) == whole or h.lemma_.lower() == whole for h in holders):
                     return True
-        owners = [c for c in tok.children if c.dep_ == "poss" or (compound and c.dep_ == "compound")]
+        owners = [c for c in tok.children if c.dep_ in ("poss", "compound")]
         owners += [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "of" for o in c.children
                    if o.dep_ == "pobj"]  # fmt: skip
         if tok.dep_ == "dobj" and tok.head.lemma_ in ("have", "feature", "bear"):
             owners += [c for c in tok.head.children if c.dep_ == "nsubj"]
-        owners += [
-            o
-            for c in tok.children
-            if c.dep_ == "poss" and c.lower_ in ("its", "their")
-            and (o := its_antecedent(c, [s for s in doc.sents if s.end <= c.i])) is not None
-        ]  # fmt: skip
-        if any(is_whole(o) for o in owners):
+        if any(singular(o.lower_) == whole for o in owners):
             return True
     return False
-
-
-def owned_part(doc: Any, fact: SceneTuple) -> bool:
-    """Whether a part-of fact is one the caption says by possession ("the rocket's body", "the
-    body of the rocket", "a rocket with a white body"), not a noun compound ("a wheat field" names
-    a kind of field, not the wheat's), of the whole by its full name."""
-    if fact.relation_type != "part":
-        return False
-    whole = fact.target or ""
-    return _part_in_grammar(doc, _head(fact.entity), _head(whole), compound=False, whole_name=name_key(whole))
 
 
 def _verb_subject(tok: Any) -> Any:

@@ -676,7 +676,7 @@ def _possessed(poss: Any) -> Any | None:
     return nouns[-1] if nouns else None
 
 
-def its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
+def _its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
     """What "its" / "their" refers to: the last subject before it in its sentence, else the first
     subject of the last sentence before that has one (`earlier`: the sentences of the text
     before). A subject that is itself "its" something refers to the same thing, so it is passed
@@ -700,7 +700,7 @@ def its_antecedent(poss: Any, earlier: Sequence[Any]) -> Any | None:
 
 def _wholes(doc: Any, earlier: Sequence[Any], person: str | None) -> dict[int, str]:
     """Token index -> the head word of the thing the sentence makes it a part of: "a helmet with a
-    rim", "the rim of the helmet", "the helmet has a rim", "its rim" (`its_antecedent`; `earlier`:
+    rim", "the rim of the helmet", "the helmet has a rim", "its rim" (`_its_antecedent`; `earlier`:
     the sentences before `doc`), "her scarf" (the `person`)."""
     out: dict[int, str] = {}
 
@@ -727,7 +727,7 @@ def _wholes(doc: Any, earlier: Sequence[Any], person: str | None) -> dict[int, s
         if poss.text.lower() in ("her", "his"):
             whole = person.split()[-1] if person else None
         else:
-            antecedent = its_antecedent(poss, [*earlier, *(s for s in doc.sents if s.end <= poss.i)])
+            antecedent = _its_antecedent(poss, [*earlier, *(s for s in doc.sents if s.end <= poss.i)])
             whole = head_word(antecedent) if antecedent is not None else None
         if whole:
             out[part.i] = whole
@@ -837,7 +837,8 @@ def parse_tuples_from_text(
                 pred, obj = _prep_phrase(c)
                 if obj is None:
                     continue
-                if pred == "of" and word_class(obj.text.lower()) == "material":
+                # "a can of contact cement" holds it: a holder is not made of what it holds (dev24).
+                if pred == "of" and word_class(obj.text.lower()) == "material" and tok.lemma_.lower() not in HOLDERS:
                     material = [a.text.lower() for a in obj.children if a.dep_ == "amod"] + [obj.text.lower()]
                     attribute(tok, " ".join(material), "material")
                 elif pred == "of" and tok.lemma_.lower() in DEPICTIONS:
@@ -930,7 +931,7 @@ def parse_tuples_from_text(
         if poss.text.lower() in ("her", "his"):
             whole = person
         else:
-            antecedent = its_antecedent(poss, [*earlier, *(s for s in doc.sents if s.end <= poss.i)])
+            antecedent = _its_antecedent(poss, [*earlier, *(s for s in doc.sents if s.end <= poss.i)])
             whole = thing(antecedent) if antecedent is not None else None
         name = thing(part)
         if whole and name and whole != name:
