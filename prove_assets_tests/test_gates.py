@@ -242,6 +242,11 @@ def test_one_name_brought_in_for_two_things_is_ambiguous() -> None:
     assert different_things(doc, "puddle") is not None
     pair = target_gate(doc, ["puddle", "curb", "sign"], "describe", [attr("puddle", "size", "wide")])
     assert pair is not None and pair.verdict == "filtered_ambiguous" and "two different puddles" in pair.reason
+    # dev24's pattern: a counted plural the tagger reads as a proper noun ("four chrome knobs").
+    doc = parsed(
+        "A row of four chrome knobs sits above the radio. A gear lever with a black knob extends from the column."
+    )
+    assert different_things(doc, "knob") is not None
     # The same thing told again: a bare first mention and a described one, or pointed back to.
     doc = parsed("A boy holds a kite. The kite is a bright yellow kite with a long tail.")
     assert different_things(doc, "kite") is None

@@ -565,10 +565,17 @@ def different_things(doc: Any, head: str) -> tuple[Any, Any] | None:
     for i, a in enumerate(new):
         for b in new[i + 1 :]:
             da, db = _described_by(a), _described_by(b)
-            plural = (a.tag_ in ("NNS", "NNPS")) != (b.tag_ in ("NNS", "NNPS"))
+            plural = _counted_plural(a) != _counted_plural(b)
             if plural or (da and db and not (da <= db or db <= da)):
                 return a, b
     return None
+
+
+def _counted_plural(tok: Any) -> bool:
+    """A plural mention, also one the tagger reads as a proper noun that a number over one counts
+    ("a row of four chrome knobs", tagged NNP; dev24)."""
+    counted = any(c.dep_ == "nummod" and c.lower_ not in ("one", "1") for c in tok.children)
+    return tok.tag_ in ("NNS", "NNPS") or counted
 
 
 # Words that take back part of a value: "almost white" is not white.
