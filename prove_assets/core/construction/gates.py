@@ -35,14 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prove_assets.core.construction.canonical import name_key, word_class
-from prove_assets.core.construction.parse_extract import (
-    CLARITY,
-    INTENSITY,
-    NON_DESCRIPTIVE,
-    SPATIAL,
-    parsed,
-    quoted,
-)
+from prove_assets.core.construction.parse_extract import CLARITY, INTENSITY, NON_DESCRIPTIVE, SPATIAL, parsed, quoted
 from prove_assets.core.construction.verify import missing_facts, polarity
 from prove_assets.core.evaluation.strict import class_words
 from prove_assets.core.text import singular, split_words
