@@ -40,7 +40,7 @@ test: venv
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
 	  else echo "postgresql is missing (apt-get install postgresql as root): the soak test will be skipped"; fi; \
 	fi
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 ui: venv
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000

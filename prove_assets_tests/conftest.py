@@ -13,6 +13,18 @@ import pytest
 from prove_assets.config import PROJECT_ROOT, SAMPLE_DIR
 from prove_assets_tests.scripted_llm import ScriptedLLMServer
 
+# The files whose tests take minutes (measured with --durations; the soak ~7 min at -n 2), run
+# first so the rest fills the other worker around them. `make test` passes
+# --no-loadscope-reorder: xdist would otherwise start the files with the most tests first and
+# leave these few-test files for a tail on one worker.
+LONG_FIRST = ("test_soak.py", "test_incremental.py", "test_reliability.py", "test_ui_browser.py",
+              "test_endpoint_failures.py", "test_embedded_llm.py", "test_audit_browser.py")  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture
 def prove_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -464,6 +464,7 @@ def run_soak(
     chaos: bool = True,
     kill: bool = True,
     down_s: float = 20.0,
+    burst_at: int = 200,
     max_concurrent_runs: int = 4,
     deadline_s: float = 7200.0,
 ) -> SoakResult:
@@ -485,7 +486,7 @@ def run_soak(
     servers = [
         ScriptedLLMServer(reply=model_reply(i), served_models=(m,), keep_requests=False) for i, m in enumerate(names)
     ]
-    plans = [Chaos(seed=i, hang_s=timeout_s + 1) for i in range(models)]
+    plans = [Chaos(seed=i, hang_s=timeout_s + 1, burst_at=burst_at) for i in range(models)]
     shards = [f"synth-{i:03d}" for i in range((images + shard_size - 1) // shard_size)]
     partitions = [f"{m}|{s}" for m in names for s in shards]
     kept = (

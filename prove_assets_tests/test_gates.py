@@ -324,8 +324,11 @@ def test_a_hedged_value_is_not_the_value() -> None:
     # Hand-written in the patterns of dev9 and dev19: a hedged count, and a count of the others only.
     doc = parsed("About ten teachers sit in a row. A clerk waves, and two more clerks carry boxes. Six cups stand.")
     assert "about ten" in (hedged_value(doc, attr("teachers", "count", "ten")) or "").lower()
-    assert "more clerks" in (hedged_value(doc, attr("clerks", "count", "two")) or "")
+    assert "'more'" in (hedged_value(doc, attr("clerks", "count", "two")) or "")
     assert hedged_value(doc, attr("cups", "count", "six")) is None
+    # The parser hangs "more" on the number here (the pattern of dev25).
+    doc = parsed("Two riders roll along the bottom. Three more skaters sit on the edge of the bowl.")
+    assert "more" in (hedged_value(doc, attr("skaters", "count", "three")) or "")
 
 
 @needs_parser
@@ -802,6 +805,10 @@ def test_what_a_thing_is_doing_needs_it_as_the_verbs_subject() -> None:
     assert "facing" in (idle_activity(doc, "activity", [rel("lamp", "facing", "wall", "action")]) or "")
     assert idle_activity(doc, "activity", [rel("dog", "chasing", "ball", "action")]) is not None
     assert idle_activity(doc, "place", [rel("lamp", "facing", "wall", "action")]) is None
+    # Hand-written in the dev sets' pattern: a thing's holding is its state, a person's an act.
+    doc = parsed("A clay pot holds a small fern. A woman holds a red umbrella.")
+    assert "not a doer" in (idle_activity(doc, "activity", [rel("pot", "holds", "fern", "action")]) or "")
+    assert idle_activity(doc, "activity", [rel("woman", "holds", "umbrella", "action")]) is None
 
 
 @needs_parser

@@ -32,7 +32,9 @@ from prove_assets_tests.soak import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-IMAGES, MODELS = 50, 2  # one shard x two models: two partitions, run at once
+# One shard x two models: two partitions, run at once. About 150 pairs, so ~300 requests per
+# model: the connection-reset burst starts at the 100th.
+IMAGES, MODELS, BURST_AT = 30, 2, 100
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,9 @@ def days(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -> tuple[
     root = tmp_path_factory.mktemp("soak")
     built, _ = build_synthetic_benchmark(root / "build", postgres, IMAGES)
     good = run_soak(root / "good", postgres, built, IMAGES, models=MODELS, chaos=False, kill=False)
-    bad = run_soak(root / "bad", postgres, built, IMAGES, models=MODELS, chaos=True, kill=True, down_s=10)
+    bad = run_soak(
+        root / "bad", postgres, built, IMAGES, models=MODELS, chaos=True, kill=True, down_s=10, burst_at=BURST_AT
+    )
     return good, bad
 
 

@@ -62,9 +62,14 @@ _BODY_PARTS = {"ear", "eye", "face", "hair", "hand", "tail", "whisker"}
 # dev22 unseen, "Is there a table? No" of a typewriter on a desk and "Is there a person? No" of a
 # gloved hand were 2 of its 7 wrong pairs.
 _PERSON_PARTS = ("hand", "finger", "arm", "fist", "palm", "thumb")
+# A building named by its use: dev25 unseen, "Is there a building? No" of a toy store's window.
+_BUILDING_KINDS = ("store", "storefront", "shop", "restaurant", "cafe", "bakery", "diner", "barn", "cabin",
+                   "hut", "shed", "garage", "warehouse", "factory", "school", "hospital", "hotel", "cottage",
+                   "castle", "cathedral", "chapel", "mosque", "lighthouse", "museum", "library", "theater",
+                   "station")  # fmt: skip
+_IMPLIED_BY = {"person": _PERSON_PARTS, "building": _BUILDING_KINDS}
 ABSENT_VOCABULARY = {
-    word: (*OBJECT_SYNONYMS[word], *(_PERSON_PARTS if word == "person" else ()))
-    for word in sorted(set(OBJECT_SYNONYMS) - _BODY_PARTS)
+    word: (*OBJECT_SYNONYMS[word], *_IMPLIED_BY.get(word, ())) for word in sorted(set(OBJECT_SYNONYMS) - _BODY_PARTS)
 }
 
 SCENE_GRAPH_COLUMNS = ["image_id", "scene_graph", "n_entities", "n_attributes", "n_relations", "error"]
