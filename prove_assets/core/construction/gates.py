@@ -1211,8 +1211,9 @@ def idle_activity(doc: Any, kind: str, facts: Sequence[SceneTuple]) -> str | Non
     if kind != "activity":
         return None
     # "What is the pot doing? Holding a plant.": a thing's holding, facing or covering is its
-    # state, not something it does; a person's or an animal's is an act (the dev sets' kept
-    # "What is X doing?" pairs: 22 of 24 such of things marked wrong or flawed).
+    # state, not something it does; a person's or an animal's is an act (the dev sets' and the
+    # sample's audit files: 36 of 38 such pairs marked wrong or flawed; the 2 correct, a branch
+    # holding a nest and a steersman, a person the vocabulary does not name).
     states = [(f.predicate or f.value or "").split()[:1] for f in facts]
     if facts and all(w and w[0].lower() in _STATES for w in states) and _head(facts[0].entity) not in _LIVING:
         return f"the {facts[0].entity} is not a doer: '{states[0][0]}' is its state"
