@@ -1034,6 +1034,10 @@ def test_text_read_by_a_thing_placed_on_the_named_one_is_not_its_text() -> None:
     assert read_by_another(doc, "sign") is None
     verdict = target_gate(doc, ["badge", "coat pocket", "sign"], "text", [attr("coat pocket", "text rendering", "x")])
     assert verdict is not None and verdict.verdict == "filtered_untrusted"
+    # Hand-written in dev25's pattern: a participle set off by a comma tells of the subject.
+    doc = parsed('A card rests on the tray, printed with the words "THANK YOU". A mug on the desk reads "BOSS".')
+    assert "tells of another thing" in (read_by_another(doc, "tray") or "")
+    assert read_by_another(doc, "mug") is None
 
 
 def test_light_has_no_surface_to_ask_about() -> None:
