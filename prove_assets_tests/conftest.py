@@ -13,7 +13,7 @@ import pytest
 from prove_assets.config import PROJECT_ROOT, SAMPLE_DIR
 from prove_assets_tests.scripted_llm import ScriptedLLMServer
 
-# The files whose tests take minutes (measured with --durations at -n 2: 3-7 min each), run
+# The files whose tests take minutes (measured with --durations at -n 2: 1-7 min each), run
 # first so the rest fills the other worker around them. `make test` passes
 # --no-loadscope-reorder: xdist would otherwise start the files with the most tests first and
 # leave these few-test files for a tail on one worker.
