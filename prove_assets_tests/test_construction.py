@@ -1024,6 +1024,20 @@ def test_reference_answers_state_the_facts_in_a_sentence() -> None:
     assert relation_clause(lean[0], with_target=False) == "the painting leans against"
 
 
+def test_a_thing_called_by_its_place_reads_as_a_name() -> None:
+    from prove_assets.core.construction.targets import called_name
+
+    def rel(entity: str, predicate: str, target: str, typ: str = "spatial") -> SceneTuple:
+        return SceneTuple("relation", entity, relation_type=typ, predicate=predicate, target=target)
+
+    assert called_name(rel("cup", "on", "saucer")) == "the cup on the saucer"
+    assert called_name(rel("handle", "part of", "mug", "part")) == "the handle of the mug"
+    assert called_name(rel("jacket", "leaning on", "rail")) == "the jacket leaning on the rail"
+    # A verb of its own takes "that" ("The boom extends over the ship is long" is no sentence; dev26).
+    assert called_name(rel("boom", "extends over", "ship")) == "the boom that extends over the ship"
+    assert called_name(rel("vines", "climb", "wall")) == "the vines that climb the wall"
+
+
 @needs_parser
 def test_a_thing_the_text_says_is_not_there_gives_no_tuple() -> None:
     # A caption's "No people are visible" must not support a response that shows people, and a

@@ -94,13 +94,19 @@ def _base(verb: str) -> str:
     return verb[:-1] if verb.endswith("s") and not verb.endswith("ss") else verb
 
 
-def _predicate_phrase(subject: str, predicate: str) -> str:
+def said_with_be(predicate: str) -> bool:
+    """Whether a relation's predicate follows "is" ("on", "tied in", "holding"), not a verb of its
+    own ("extends over")."""
+    first = (split_words(predicate) or [""])[0]
+    return not first or first in PREPOSITIONS or first.endswith(("ing", "ed")) or first in IRREGULAR_PARTICIPLES
+
+
+def predicate_phrase(subject: str, predicate: str) -> str:
     """What follows the subject in a sentence stating a relation: "is on", "is tied in", "is
     holding", or a verb of its own made to agree with the subject (extraction may give its
     lemma: "a painting lean against")."""
     words = predicate.split()
-    first = (split_words(predicate) or [""])[0]
-    if not words or first in PREPOSITIONS or first.endswith(("ing", "ed")) or first in IRREGULAR_PARTICIPLES:
+    if not words or said_with_be(predicate):
         return f"{_be(plural(subject))} {predicate}"
     verb = _base(words[0]) if plural(subject) else (words[0] if words[0].endswith("s") else _third_person(words[0]))
     return " ".join([verb, *words[1:]])
@@ -110,7 +116,7 @@ def relation_clause(fact: SceneTuple, with_target: bool = True) -> str:
     """A relation fact as a clause: "the lantern is on the pier", "the shadow falls across the path"
     (without its target: "the lantern is on", what a question about the target asks)."""
     predicate = "part of" if fact.relation_type == "part" and fact.predicate in (None, "", "of") else fact.predicate
-    clause = f"the {fact.entity} {_predicate_phrase(fact.entity, predicate or '')}"
+    clause = f"the {fact.entity} {predicate_phrase(fact.entity, predicate or '')}"
     return f"{clause} the {fact.target}" if with_target else clause
 
 

@@ -19,7 +19,13 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from prove_assets.core.construction.answers import absent_answer, agreeing_verbs, relation_clause
+from prove_assets.core.construction.answers import (
+    absent_answer,
+    agreeing_verbs,
+    predicate_phrase,
+    relation_clause,
+    said_with_be,
+)
 from prove_assets.core.construction.canonical import name_key
 from prove_assets.core.construction.gates import untrusted_place, untrusted_relation
 from prove_assets.core.construction.parse_extract import enabled as parser_enabled
@@ -402,9 +408,12 @@ def places(sg: SceneGraph, stated: Sequence[SceneTuple]) -> dict[str, SceneTuple
 
 
 def called_name(place: SceneTuple) -> str:
-    """How a question calls a thing by its place: "the cup on the saucer", "the handle of the mug"."""
-    predicate = "of" if place.relation_type == "part" else place.predicate
-    return f"the {place.entity} {predicate} the {place.target}"
+    """How a question calls a thing by its place: "the cup on the saucer", "the handle of the mug",
+    "the boom that extends over the ship" (not "the boom extends over the ship is long"; dev26)."""
+    predicate = "of" if place.relation_type == "part" else place.predicate or ""
+    if said_with_be(predicate):
+        return f"the {place.entity} {predicate} the {place.target}"
+    return f"the {place.entity} that {predicate_phrase(place.entity, predicate)} the {place.target}"
 
 
 def with_context(program: str, place: SceneTuple) -> str:
