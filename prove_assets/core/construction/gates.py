@@ -564,10 +564,12 @@ def kind_of_several(doc: Any, name: str) -> Any | None:
     "the shipping container" where the caption also brings in "rows of containers" and "a green
     container" (all of them shipping containers to a reader; dev26). Only a name whose other words
     the caption gives as nouns before the head ("shipping", "coffee"): an adjective ("the red
-    container") does tell things apart."""
+    container") does tell things apart. Only a singular name."""
     head, words = _head(name), set(name_key(name))
     kinds = words - {head}
-    if not kinds or len(words) != len(name_key(name)):
+    # A plural name may be the group the others are parts of ("Four lattice towers frame the
+    # scene: two tall outer towers ... and two shorter inner towers"; the sample).
+    if not kinds or len(words) != len(name_key(name)) or _plural_word((split_words(name) or [""])[-1]):
         return None
     named = [t for t in _mentions(doc, head) if kinds <= _said_before(t)]
     given = [c for t in named for c in t.children if c.dep_ == "compound" and singular(c.lower_) in kinds]
