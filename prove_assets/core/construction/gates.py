@@ -239,8 +239,8 @@ _PORTIONS = PARTITIVE | {"section", "strand", "slice", "portion", "segment", "ch
 def portion_name(doc: Any, name: str) -> str | None:
     """Why a bare name says no thing: its head is a portion or arrangement of a stuff the caption
     names beside it every time ("three thick sections of the girl's hair", "snow lies in thick
-    layers"), so "the sections" leaves a reader asking of what (dev26: 2 of 2 such kept pairs
-    flawed)."""
+    layers"), so "the sections" leaves a reader asking of what (dev26: 2 of 3 such kept pairs
+    flawed; the third, "the layers and the steam are white", marked correct)."""
     head = _head(name)
     if len(name_key(name)) != 1 or head not in _PORTIONS:
         return None
@@ -716,7 +716,7 @@ def verb_value(doc: Any, fact: SceneTuple) -> str | None:
     """Why a describing value is no look of the thing: the caption says it only of what the thing
     does or how it is fixed: the complement of another verb ("a child's hand presses flat against
     the glass", "holding his hand out flat"), or a participle with its own place phrase ("a bag is
-    strapped to the rear rack"; dev26: 3 of 3 such kept pairs marked flawed by one pass or two)."""
+    strapped to the rear rack"; dev26: 2 of 2 such kept pairs marked flawed by one pass or two)."""
     if fact.kind != "attribute" or fact.attribute_type in ("color", "material", "count", "text rendering"):
         return None
     word, head = (_words(fact.value or "") or [""])[-1], _head(fact.entity)
