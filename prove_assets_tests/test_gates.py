@@ -21,8 +21,10 @@ from prove_assets.core.construction.gates import (
     introductions,
     kind_of_several,
     likeness_name,
+    modifier_words,
     not_its_place,
     one_of_several,
+    part_colour,
     plural_as_one,
     portion_name,
     possessor_name,
@@ -524,6 +526,21 @@ def test_a_place_question_gives_only_a_phrase_that_says_where_the_thing_is(
 ) -> None:
     why = not_its_place(parsed(caption), kind, fact)
     assert (why is None) if said is None else (said in (why or ""))
+
+
+def test_a_colour_said_with_a_part_is_the_parts_not_the_things() -> None:
+    assert "'brown-eyed'" in (part_colour(attr("girl", "color", "brown-eyed")) or "")
+    assert part_colour(attr("house", "color", "white, red-roofed")) is not None
+    assert part_colour(attr("scarf", "color", "blue-green")) is None
+    assert part_colour(attr("scarf", "color", "dark red")) is None
+
+
+@needs_parser
+def test_a_noun_the_tagger_glued_on_a_verb_keeps_its_colour() -> None:
+    # Hand-written: "T-shirt jogs" is tagged as one noun, "jogs" its head.
+    doc = parsed("Near the gate, a tall woman in a blue T-shirt jogs past. Two boys in red shirts wait by the bench.")
+    assert "blue" in modifier_words(doc, "shirt")
+    assert "blue" in (incomplete(doc, "attribute", [attr("shirts", "color", "red")], ["shirts", "woman"]) or "")
 
 
 @needs_parser

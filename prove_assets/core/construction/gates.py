@@ -420,7 +420,10 @@ def _modifiers(doc: Any, head: str) -> list[Any]:
 
 
 def _compound_of_noun(tok: Any) -> bool:
-    return tok.dep_ == "compound" and tok.head.pos_ in ("NOUN", "PROPN") and tok.head.i > tok.i
+    # Not where the head is a verb the tagger made a noun ("a man in a gray T-shirt slides
+    # forward": "shirt" is the thing, "slides" its verb; dev27).
+    head = tok.head
+    return tok.dep_ == "compound" and head.pos_ in ("NOUN", "PROPN") and head.i > tok.i and not _verb_read_as_noun(head)
 
 
 def _modifiers_of(tok: Any) -> list[Any]:
@@ -428,6 +431,9 @@ def _modifiers_of(tok: Any) -> list[Any]:
     if tok.pos_ not in ("NOUN", "PROPN"):
         return []
     mods = [c for c in tok.children if c.dep_ in ("amod", "compound", "nmod")]
+    # A noun glued on a verb read as a noun takes the adjectives hung on that verb ("gray").
+    if tok.dep_ == "compound" and tok.head.i > tok.i and _verb_read_as_noun(tok.head):
+        mods += [c for c in tok.head.children if c.dep_ == "amod" and c.i < tok.i]
     # "ribbons in red, blue and white": the colours of a noun's "in" phrase.
     mods += [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "in" for o in c.children
              if o.dep_ == "pobj" and _colour_words(o.text)]  # fmt: skip
@@ -1476,6 +1482,19 @@ def clarity_as_colour(doc: Any, fact: SceneTuple) -> str | None:
     return None
 
 
+def part_colour(fact: SceneTuple) -> str | None:
+    """A colour said as "<colour>-<noun>ed" ("gray-haired", "blue-eyed", "red-roofed") is the
+    colour of a part, not of the thing (dev27: "Do the man and the vest have the same color? No,
+    the man is gray-haired")."""
+    if fact.kind != "attribute" or fact.attribute_type != "color":
+        return None
+    for word in re.split(r"[,\s]+", (fact.value or "").lower()):
+        first, _, rest = word.partition("-")
+        if rest.endswith("ed") and _colour_words(first) and not _colour_words(rest):
+            return f"'{word}' gives the colour of a part ('{rest}'), not of the {fact.entity}"
+    return None
+
+
 def target_gate(
     caption_doc: Any,
     nodes: Sequence[str],
@@ -1557,6 +1576,7 @@ def target_gate(
             or other_mention(caption_doc, f)
             or not_its_place(caption_doc, kind, f)
             or clarity_as_colour(caption_doc, f)
+            or part_colour(f)
             or one_of_several(caption_doc, f)
             or verb_value(caption_doc, f)
         )

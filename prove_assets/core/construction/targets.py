@@ -588,11 +588,11 @@ def plan_targets(
     sg: SceneGraph,
     n: int,
     absent_vocabulary: Mapping[str, Sequence[str]] | None = None,
-    max_per_kind: int = 4,
+    max_per_kind: int = 5,
     complex_share: float = 0.35,
     kinds: Sequence[str] = DEFAULT_KINDS,
     doomed: Callable[[Target], bool] | None = None,
-    max_per_attribute_type: int = 2,
+    max_per_attribute_type: int = 3,
 ) -> list[Target]:
     """Up to `n` targets of `kinds`: first complex ones (programs visiting more than
     `COMPLEX_NODES` nodes) up to `complex_share` of `n`, then the rest; kinds taken round robin
