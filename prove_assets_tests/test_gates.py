@@ -24,7 +24,7 @@ from prove_assets.core.construction.gates import (
     modifier_words,
     not_its_place,
     one_of_several,
-    part_colour,
+    part_value,
     plural_as_one,
     portion_name,
     possessor_name,
@@ -528,11 +528,18 @@ def test_a_place_question_gives_only_a_phrase_that_says_where_the_thing_is(
     assert (why is None) if said is None else (said in (why or ""))
 
 
-def test_a_colour_said_with_a_part_is_the_parts_not_the_things() -> None:
-    assert "'brown-eyed'" in (part_colour(attr("girl", "color", "brown-eyed")) or "")
-    assert part_colour(attr("house", "color", "white, red-roofed")) is not None
-    assert part_colour(attr("scarf", "color", "blue-green")) is None
-    assert part_colour(attr("scarf", "color", "dark red")) is None
+def test_a_colour_or_material_said_with_a_part_is_the_parts_not_the_things() -> None:
+    assert "'brown-eyed'" in (part_value(attr("girl", "color", "brown-eyed")) or "")
+    assert part_value(attr("house", "color", "white, red-roofed")) is not None
+    assert part_value(attr("cabinet", "material", "steel-framed")) is not None
+    assert part_value(attr("scarf", "color", "blue-green")) is None
+    assert part_value(attr("scarf", "color", "dark red")) is None
+    assert part_value(attr("table", "material", "wooden")) is None
+
+
+def test_a_word_that_names_no_pattern_answers_no_pattern_question() -> None:
+    verdict = target_gate(None, ["rug"], "attribute", [attr("rug", "pattern", "patterned")])
+    assert verdict is not None and verdict.gate == "unnatural"
 
 
 @needs_parser

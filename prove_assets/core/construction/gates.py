@@ -99,7 +99,7 @@ _UNITS = {"year", "month", "week", "day", "hour", "minute", "inch", "meter", "me
 _FRACTIONS = {"half", "halve", "third", "quarter", "fifth"}
 # (type, value) pairs that answer no question about that type on their own.
 _NO_ANSWER_VALUES = {("shape", "flat"), ("color", "colorful"), ("color", "colourful"), ("color", "multicolored"),
-                     ("color", "multicoloured")}  # fmt: skip
+                     ("color", "multicoloured"), ("pattern", "patterned"), ("texture", "textured")}  # fmt: skip
 # Pieces of writing: a text question about one must name what it is written on (dev16, dev18: 2 of 2
 # kept "What does the top line say?" pairs flawed).
 _WRITING = {"line", "word", "letter", "text", "lettering", "writing", "inscription", "phrase"}
@@ -1482,16 +1482,18 @@ def clarity_as_colour(doc: Any, fact: SceneTuple) -> str | None:
     return None
 
 
-def part_colour(fact: SceneTuple) -> str | None:
-    """A colour said as "<colour>-<noun>ed" ("gray-haired", "blue-eyed", "red-roofed") is the
-    colour of a part, not of the thing (dev27: "Do the man and the vest have the same color? No,
-    the man is gray-haired")."""
-    if fact.kind != "attribute" or fact.attribute_type != "color":
+def part_value(fact: SceneTuple) -> str | None:
+    """A colour or material said as "<value>-<noun>ed" ("gray-haired", "red-roofed",
+    "glass-fronted") is a part's, not the thing's (dev27: "Do the man and the vest have the same
+    color? No, the man is gray-haired"; dev26: "What material is the counter made of? The counter
+    is glass-fronted")."""
+    typ = fact.attribute_type
+    if fact.kind != "attribute" or typ not in ("color", "material"):
         return None
     for word in re.split(r"[,\s]+", (fact.value or "").lower()):
         first, _, rest = word.partition("-")
-        if rest.endswith("ed") and _colour_words(first) and not _colour_words(rest):
-            return f"'{word}' gives the colour of a part ('{rest}'), not of the {fact.entity}"
+        if rest.endswith("ed") and word_class(first) == typ and word_class(rest) != typ:
+            return f"'{word}' gives the {typ} of a part ('{rest}'), not of the {fact.entity}"
     return None
 
 
@@ -1576,7 +1578,7 @@ def target_gate(
             or other_mention(caption_doc, f)
             or not_its_place(caption_doc, kind, f)
             or clarity_as_colour(caption_doc, f)
-            or part_colour(f)
+            or part_value(f)
             or one_of_several(caption_doc, f)
             or verb_value(caption_doc, f)
         )
