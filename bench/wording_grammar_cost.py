@@ -25,6 +25,9 @@ from prove_assets.backends.local_llm import ensure_gguf
 from prove_assets.config import LEDGER_PATH
 from prove_assets.settings import Settings
 
+# Room for a one-pair wording (they run 14-16 tokens) without cutting either variant off.
+MAX_TOKENS = 200
+
 
 def recorded_wordings(n: int) -> list[dict]:
     with gzip.open(LEDGER_PATH, "rt") as f:
@@ -57,10 +60,9 @@ def main() -> None:
     for call in recorded_wordings(args.n):
         messages = json.loads(call["messages"])
         schema = json.loads(call["response_format"])["schema"]
-        max_tokens = 200
         timed(llm, messages, None, 1)  # the prompt into the cache: both timings pay only generation
-        with_grammar = timed(llm, messages, schema, max_tokens)
-        without = timed(llm, messages, None, max_tokens)
+        with_grammar = timed(llm, messages, schema, MAX_TOKENS)
+        without = timed(llm, messages, None, MAX_TOKENS)
         try:
             same = json.loads(without[2]) == json.loads(with_grammar[2])
         except json.JSONDecodeError:

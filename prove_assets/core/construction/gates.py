@@ -420,10 +420,15 @@ def _modifiers(doc: Any, head: str) -> list[Any]:
 
 
 def _compound_of_noun(tok: Any) -> bool:
-    # Not where the head is a verb the tagger made a noun ("a man in a gray T-shirt slides
-    # forward": "shirt" is the thing, "slides" its verb; dev27).
-    head = tok.head
-    return tok.dep_ == "compound" and head.pos_ in ("NOUN", "PROPN") and head.i > tok.i and not _verb_read_as_noun(head)
+    return (
+        tok.dep_ == "compound" and tok.head.pos_ in ("NOUN", "PROPN") and tok.head.i > tok.i and not _glued_on_verb(tok)
+    )
+
+
+def _glued_on_verb(tok: Any) -> bool:
+    """A noun the tagger hung as a compound on a verb it read as a noun ("a man in a gray T-shirt
+    slides forward": "shirt" on "slides"; dev27): the thing itself, the verb's adjectives its own."""
+    return tok.dep_ == "compound" and tok.head.i > tok.i and _verb_read_as_noun(tok.head)
 
 
 def _modifiers_of(tok: Any) -> list[Any]:
@@ -431,8 +436,7 @@ def _modifiers_of(tok: Any) -> list[Any]:
     if tok.pos_ not in ("NOUN", "PROPN"):
         return []
     mods = [c for c in tok.children if c.dep_ in ("amod", "compound", "nmod")]
-    # A noun glued on a verb read as a noun takes the adjectives hung on that verb ("gray").
-    if tok.dep_ == "compound" and tok.head.i > tok.i and _verb_read_as_noun(tok.head):
+    if _glued_on_verb(tok):
         mods += [c for c in tok.head.children if c.dep_ == "amod" and c.i < tok.i]
     # "ribbons in red, blue and white": the colours of a noun's "in" phrase.
     mods += [o for c in tok.children if c.dep_ == "prep" and c.lower_ == "in" for o in c.children
