@@ -31,6 +31,7 @@ from prove_assets.core.construction.gates import (
     read_by_another,
     target_gate,
     trivial,
+    uncounted_mention,
     unanswered_type,
     unstated_name,
     untrusted_relation,
@@ -1263,3 +1264,22 @@ def test_a_question_asks_no_kind_of_description_its_answer_lacks() -> None:
     verdict = wording_gate(None, ["cup"], "describe", facts, "What color and texture is the cup?",
                            "The cup is brown and milky.")  # fmt: skip
     assert verdict is not None and verdict.verdict == "filtered_unnatural"
+
+
+@needs_parser
+def test_a_count_beside_things_of_its_name_it_does_not_count_is_untrusted() -> None:
+    # Hand-written: the number counts only the fallen cones, and another kind is no such thing.
+    doc = parsed("A row of small orange cones stands along the curb, and two cones lie on their sides.")
+    assert "small orange cones" in (uncounted_mention(doc, attr("cones", "count", "two")) or "")
+    doc = parsed("Four flute players stand on the stage, and a tall drum player waits at the back.")
+    assert uncounted_mention(doc, attr("flute players", "count", "four")) is None
+    doc = parsed("Two cones lie on the road. The cones are orange.")
+    assert uncounted_mention(doc, attr("cones", "count", "two")) is None
+
+
+@needs_parser
+def test_an_ing_word_before_a_direction_is_a_verb_not_a_thing() -> None:
+    # Hand-written: the tagger reads "waving" as a noun and "left" after it as its object.
+    doc = parsed('A blue banner on the gate reads "OPEN" with a white hand waving left.')
+    assert verb_name(doc, "hand waving") is not None
+    assert verb_name(doc, "hand") is None

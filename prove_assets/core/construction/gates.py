@@ -325,6 +325,10 @@ def _verb_read_as_noun(tok: Any) -> bool:
     as the object of a plural-form verb whose subject is singular, a noun the tagger made the
     verb ("a blue train with its doors open waits at the platform")."""
     nxt = tok.doc[tok.i + 1] if tok.i + 1 < len(tok.doc) else None
+    # "a white arrow pointing right": the tagger may read the direction as a noun and the -ing
+    # word as one too, with the thing its compound (dev27).
+    if nxt is not None and nxt.lower_ in _DIRECTIONS and tok.tag_ == "NN" and tok.lower_.endswith("ing"):
+        return tok.lower_ not in _ING_NOUNS and any(c.dep_ == "compound" for c in tok.children)
     if nxt is None or nxt.pos_ not in ("ADP", "PART", "ADV") or nxt.lower_ == "of":
         return False
     if tok.tag_ == "NN":
@@ -367,6 +371,9 @@ def _verb_read_as_noun(tok: Any) -> bool:
     return tok.dep_ == "dobj" and head.tag_ in ("VBP", "VB") and singular_subject
 
 
+# Words of a direction an -ing verb takes ("pointing right", "facing left", "looking up").
+_DIRECTIONS = {"left", "right", "up", "down", "forward", "forwards", "backward", "backwards", "upward", "downward",
+               "outward", "inward", "away", "ahead", "skyward", "sideways"}  # fmt: skip
 # Things named by an -ing word ("a forest clearing at dusk"): never a participle glued on a noun.
 _ING_NOUNS = {"building", "painting", "railing", "ceiling", "awning", "clothing", "drawing", "carving", "clearing",
               "landing", "opening", "crossing", "filling", "frosting", "icing", "lining", "siding", "wiring",
@@ -656,6 +663,24 @@ def _counted_plural(tok: Any) -> bool:
     ("a row of four chrome knobs", tagged NNP; dev24)."""
     counted = any(c.dep_ == "nummod" and c.lower_ not in ("one", "1") for c in tok.children)
     return tok.tag_ in ("NNS", "NNPS") or counted
+
+
+def uncounted_mention(doc: Any, fact: SceneTuple) -> str | None:
+    """Why a count is of only some of the things: the caption also brings in things of that name
+    it does not count ("a ring of small pegs stands upright, and three pegs lie knocked over":
+    not three pegs in all; dev27, marked wrong twice)."""
+    new = introductions(doc, _head(fact.entity))
+    counted = [t for t in new if any(c.dep_ == "nummod" for c in t.children)]
+    # A conjunct shares its number; a kind word the name lacks makes another kind ("four trumpet
+    # players" beside "a trombone player").
+    kinds = set(name_key(fact.entity))
+    others = [t for t in new if t not in counted and not set(t.conjuncts) & set(counted)
+              and all(singular(c.lower_) in kinds or word_class(c.lower_) for c in t.children
+                      if c.dep_ == "compound")]  # fmt: skip
+    if counted and others:
+        said = " ".join(t.text for t in doc[others[0].left_edge.i : others[0].i + 1])
+        return f"the caption also brings in {said!r}, which its number does not count"
+    return None
 
 
 # Words that take back part of a value: "almost white" is not white.
@@ -1529,6 +1554,9 @@ def target_gate(
         and any(_given_to_each(t) for t in _mentions(caption_doc, _head(facts[0].entity)))
     ):
         return GateVerdict("untrusted", f"the caption counts the {facts[0].entity} of each of several things")
+    why = uncounted_mention(caption_doc, facts[0]) if kind == "count" and caption_doc is not None else None
+    if why:
+        return GateVerdict("untrusted", why)
     # "The sign on the cart reads 'HOT PRETZELS $3' and 'CASH ONLY'": the parser gives a thing
     # every quotation of its sentence, though a second one is often another sign's (dev sets: 2
     # of 2 such kept pairs wrong).
