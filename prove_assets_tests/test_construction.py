@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from prove_assets.core.construction.answers import reference_answer
 from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
 from prove_assets.core.construction.extraction import ask_tuples, extract_tuple_rows, tuple_requests
 from prove_assets.core.construction.gates import GateVerdict
@@ -19,6 +20,7 @@ from prove_assets.core.construction.parse_extract import (
     parse_tuples_from_text,
 )
 from prove_assets.core.construction.targets import (
+    DEFAULT_KINDS,
     KINDS,
     CaptionCheck,
     Target,
@@ -216,7 +218,7 @@ def test_which_things_share_a_colour_is_a_whole_scene_question(sandbox: Sandbox)
     tuples = [*TUPLES, *parse_tuples({"attributes": [["sail", "color", "white"]]})]
     caption = CAPTION.replace("has a striped sail", "has a striped white sail")
     sg = SceneGraph.from_tuples(caption, tuples)
-    which = next(t for t in candidate_targets(sg)["which"])
+    which = next(t for t in candidate_targets(sg)["which"] if t.facts[0].value == "white")
     assert {f.entity for f in which.facts} == {"lighthouse", "sail"} and which.expected_nodes == len(sg.nodes)
     run = sandbox.run(which.program, sg.to_json())
     assert run.output == "The lighthouse and the sail are white." and len(run.visited) > 3
@@ -225,6 +227,26 @@ def test_which_things_share_a_colour_is_a_whole_scene_question(sandbox: Sandbox)
     assert ok.verdict == "ok"
     half = judge_pair(question, "The sail is white.", "ok", run.output, 0.8, 0.6, which.facts)
     assert half.verdict == "answer_mismatch" and "lighthouse is white" in half.reason
+
+
+def test_a_value_one_thing_has_is_asked_as_which_thing_has_it(sandbox: Sandbox) -> None:
+    """ "Which thing in this picture is red?" reads every node too: the answer names the one thing,
+    and the colour in the question gives nothing away; naming the thing in the question does."""
+    caption = "A red kite flies over a green field beside a white house with a gray roof and a blue door."
+    tuples = parse_tuples(
+        {"attributes": [["kite", "color", "red"], ["field", "color", "green"], ["house", "color", "white"],
+                        ["roof", "color", "gray"], ["door", "color", "blue"]]}
+    )  # fmt: skip
+    sg = SceneGraph.from_tuples(caption, tuples)
+    red = next(t for t in candidate_targets(sg)["which"] if t.facts[0].value == "red")
+    assert red.instruction == "Ask which thing in the picture is red." and red.expected_nodes == len(sg.nodes)
+    run = sandbox.run(red.program, sg.to_json())
+    assert run.output == "The kite is red." == reference_answer("which", red.facts, red.subject)
+    assert len(run.visited) == len(sg.nodes) > 3
+    question = "Which thing in this picture is red?"
+    assert judge_pair(question, run.output, "ok", run.output, 1.0, 0.6, red.facts, None, "which").verdict == "ok"
+    named = judge_pair("What color is the red kite?", run.output, "ok", run.output, 1.0, 0.6, red.facts, None, "which")
+    assert named.verdict == "filtered_trivial"
 
 
 def test_which_is_asked_of_a_shared_descriptive_word_never_of_part_of_a_value_a_size_a_state_or_a_material() -> None:
@@ -288,7 +310,10 @@ def test_one_attribute_type_is_asked_at_most_three_times_a_photo() -> None:
                (("cup", "red"), ("bowl", "blue"), ("vase", "green"), ("lamp", "white"), ("rug", "gray"))]  # fmt: skip
     tuples = parse_tuples({"attributes": [*colours, ["vase", "material", "glass"]]})
     sg = SceneGraph.from_tuples("A red cup, a blue bowl, a green glass vase, a white lamp and a gray rug.", tuples)
-    asked = [t.facts[0].attribute_type for t in plan_targets(sg, 24) if t.kind == "attribute"]
+    # Without "which": a colour one thing has is asked as "Which thing is red?" first (its facts
+    # are the attribute question's, asked once).
+    kinds = [k for k in DEFAULT_KINDS if k != "which"]
+    asked = [t.facts[0].attribute_type for t in plan_targets(sg, 24, kinds=kinds) if t.kind == "attribute"]
     assert asked.count("color") == 3 and "material" in asked
 
 
@@ -972,7 +997,7 @@ def test_a_quoted_value_keeps_its_commas() -> None:
 
 
 def test_reference_answers_state_the_facts_in_a_sentence() -> None:
-    from prove_assets.core.construction.answers import reference_answer, relation_clause
+    from prove_assets.core.construction.answers import relation_clause
 
     def attr(entity: str, typ: str, value: str) -> SceneTuple:
         return SceneTuple("attribute", entity, attribute_type=typ, value=value)

@@ -31,8 +31,9 @@ from prove_assets.core.construction.gates import (
     read_by_another,
     target_gate,
     trivial,
-    uncounted_mention,
     unanswered_type,
+    unasked_which,
+    uncounted_mention,
     unstated_name,
     untrusted_relation,
     verb_name,
@@ -1283,3 +1284,11 @@ def test_an_ing_word_before_a_direction_is_a_verb_not_a_thing() -> None:
     doc = parsed('A blue banner on the gate reads "OPEN" with a white hand waving left.')
     assert verb_name(doc, "hand waving") is not None
     assert verb_name(doc, "hand") is None
+
+
+def test_a_which_wording_that_names_its_answer_or_asks_no_things_is_unnatural() -> None:
+    facts = [attr("sky", "color", "blue")]
+    assert unasked_which(facts, "What is the blue thing in this picture?") is None
+    assert unasked_which(facts, "Which of the things in this picture are blue?") is None
+    assert "names the sky" in (unasked_which(facts, "What color is the sky in this picture?") or "")
+    assert "not ask which things" in (unasked_which(facts, "What is the blue in this picture?") or "")

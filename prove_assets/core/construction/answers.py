@@ -181,7 +181,8 @@ def reference_answer(kind: str, facts: Sequence[SceneTuple], subject: str, calle
         things = _and([f"the {f.entity}" for f in facts])
         typ, value = facts[0].attribute_type, str(facts[0].value)
         made = typ == "material" and not _adjectival(value)
-        return _sentence(f"{things} are made of {value}" if made else f"{things} are {value}")
+        be = _be(len(facts) > 1 or plural(facts[0].entity))
+        return _sentence(f"{things} {be} made of {value}" if made else f"{things} {be} {value}")
     if kind == "place":
         return _sentence(relation_clause(facts[0]))
     if kind == "activity":

@@ -1652,6 +1652,9 @@ def wording_gate(
         return None
     if _UNNATURAL.search(question.lower()):
         return GateVerdict("unnatural", f"the question reads {_UNNATURAL.search(question.lower())[0]!r}")
+    why = unasked_which(facts, question) if kind == "which" else None
+    if why:
+        return GateVerdict("unnatural", why)
     surface = _NO_SURFACE.search(question.lower())
     if surface and singular(surface[1]) in _SURFACELESS:
         return GateVerdict("unnatural", f"the question asks for the {surface[0]}, which has none")
@@ -1691,9 +1694,26 @@ def wording_gate(
         why = why or canned_name(caption_doc, name, f"{question} {answer}")
     if why:
         return GateVerdict("untrusted", why)
-    why = foreign_noun(caption_doc, question)
+    why = foreign_noun(caption_doc, question, _THINGS_ASKED if kind == "which" else frozenset())
     if why:
         return GateVerdict("unnatural", why)
+    return None
+
+
+# Words a "which things" question asks with ("Which thing is red?", "What is the red object?").
+_THINGS_ASKED = frozenset({"thing", "object", "item", "which"})
+
+
+def unasked_which(facts: Sequence[SceneTuple], question: str) -> str | None:
+    """Why a "which things are red?" wording asks something else: it names a thing its answer
+    gives ("What color is the sky?": a question about the sky, though its program reads every
+    thing), or asks for no things at all ("What is the emerald in this picture?")."""
+    said = set(_words(question))
+    named = [f.entity for f in facts if _head(f.entity) in said]
+    if named:
+        return f"the question names the {named[0]}, which its answer gives"
+    if not said & _THINGS_ASKED:
+        return "the question does not ask which things"
     return None
 
 
@@ -1738,16 +1758,16 @@ def _said_of_one(verb: Any, heads: set[str]) -> bool:
     return any(singular(t.lower_) in heads for t in near)
 
 
-def foreign_noun(caption_doc: Any, question: str) -> str | None:
+def foreign_noun(caption_doc: Any, question: str, frame: frozenset[str] = frozenset()) -> str | None:
     """Why a question names a thing the caption never does: the wording model's whole for a part
     ("the ears of this person" of goats, "the tail of this object"); the words of a question's
-    frame ("the colour of X in this picture") are no things."""
+    frame ("the colour of X in this picture", and `frame`) are no things."""
     said = {singular(t.lower_) for t in caption_doc} | {t.lemma_.lower() for t in caption_doc}
     # A material asked by its class ("made of wood" where the caption says "wooden") is said.
     materials = class_words(caption_doc.text).get("material", set())
     for tok in parsed(question):
         word = singular(tok.lower_)
-        if tok.pos_ not in ("NOUN", "PROPN") or word in _QUESTION_FRAME | said or tok.lemma_.lower() in said:
+        if tok.pos_ not in ("NOUN", "PROPN") or word in _QUESTION_FRAME | frame | said or tok.lemma_.lower() in said:
             continue
         if not class_words(word).get("material", set()) & materials:
             return f"the question names {tok.text!r}, which the caption never says"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from prove_assets.core.construction.answers import (
     absent_answer,
     agreeing_verbs,
+    plural,
     predicate_phrase,
     relation_clause,
     said_with_be,
@@ -100,6 +101,9 @@ INSTRUCTIONS = {
     "absent": "Ask whether there is a {entity} in the picture (there is none: the answer is no).",
     "around": "Ask what is around the {entity}.",
 }
+
+# A value one thing has ("Which thing in this picture is red?").
+ONE_THING_WHICH = "Ask which thing in the picture is {value}."
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 
@@ -470,6 +474,8 @@ def candidate_targets(
             # Its program finds the thing among all the place's incoming relations' sources.
             expected = max(expected, 1 + degree(place.target or "", "in"))
         template = ATTRIBUTE_QUESTIONS.get(names.get("type", "")) if kind == "attribute" else INSTRUCTIONS[kind]
+        if kind == "which" and len(facts) == 1 and not plural(subject):
+            template = ONE_THING_WHICH
         instruction = (template or INSTRUCTIONS[kind]).format(**agreeing_verbs(subject), **names)
         if place is not None:
             instruction += f' Call it "{called_name(place)}".'
@@ -568,7 +574,7 @@ def candidate_targets(
             by_word.setdefault((typ, word), []).append(a.entity)
     for (typ, word), entities in sorted(by_word.items()):
         entities = list(dict.fromkeys(entities))
-        if 2 <= len(entities) <= 4 and not (typ == "color" and many & set(entities)):
+        if len(entities) <= 4 and not (typ == "color" and many & set(entities)):
             facts = [SceneTuple("attribute", e, attribute_type=typ, value=word) for e in entities]
             add("which", entities[0], facts, which_program(typ, word), value=word)
     caption_words = _stems(sg.caption.lower())

@@ -146,8 +146,10 @@ def judge_pair(
     threshold: float,
     facts: Sequence[SceneTuple] | None = None,
     run_reason: str | None = None,
+    kind: str | None = None,
 ) -> Verdict:
-    """The verdict on one pair after its program ran. `facts` is given for planned targets."""
+    """The verdict on one pair after its program ran. `facts` and `kind` are given for planned
+    targets."""
     if run_verdict != "ok":
         return Verdict("program_timeout" if run_verdict == "program_timeout" else "program_error", run_reason)
     problem = output_problem(output)
@@ -168,7 +170,7 @@ def judge_pair(
         asked = asks_for_missing_type(question, facts, answer)
         if asked:
             return Verdict("answer_mismatch", f"the pair is about a {asked}, the facts give none")
-        # A value the question names is given away, unless it asks which of several things has it.
+        # A value the question names is given away, unless it asks which things have it.
         question_words = words(question)
         given = [
             f
@@ -176,7 +178,7 @@ def judge_pair(
             if f.kind == "attribute"
             and fact_words(f)
             and fact_words(f) <= question_words
-            and (not _several_things(facts) or _head(f.entity) <= question_words)
+            and (not (_several_things(facts) or kind == "which") or _head(f.entity) <= question_words)
         ]
         # A part named by its whole ("helmet rim") tells what it is part of.
         given += [
@@ -237,6 +239,7 @@ def verified_row(
         threshold,
         facts,
         run.reason,  # type: ignore[attr-defined]
+        candidate.get("kind"),
     )
     return {
         **{k: candidate.get(k) for k in ("qa_id", "image_id", "question", "answer", "program", "generator", "kind")},
