@@ -545,8 +545,9 @@ def candidate_targets(
             continue
         add("compare", e1, every, compare_program(e1, e2, "color"), entity=e1, other=e2, type="color")
     # "Which things are white / wooden / glossy?": a whole-scene question (its program reads every
-    # node's value of the type), asked when two to four things share the word and the caption
-    # states each of them. A word other than a colour must be some thing's whole value, so that
+    # node's value of the type), asked when one to four things have the word and the caption
+    # states each of them ("Which thing in this picture is red?" of one: the question a person
+    # asks to find it, and it reads the whole scene as a list does). A word other than a colour must be some thing's whole value, so that
     # a part of a phrase ("partly" of "partly filled") is never asked about; size and a state
     # ("dark", "low", "open") are relative or passing (dev sets: 13 of 30 marks of such kept pairs
     # wrong; dev23 unseen: both, "the front wall and the waves are low" of "low walls"); a
