@@ -20,7 +20,6 @@ from prove_assets.core.construction.parse_extract import (
     parse_tuples_from_text,
 )
 from prove_assets.core.construction.targets import (
-    DEFAULT_KINDS,
     KINDS,
     CaptionCheck,
     Target,
@@ -238,7 +237,8 @@ def test_a_value_one_thing_has_is_asked_as_which_thing_has_it(sandbox: Sandbox) 
                         ["roof", "color", "gray"], ["door", "color", "blue"]]}
     )  # fmt: skip
     sg = SceneGraph.from_tuples(caption, tuples)
-    red = next(t for t in candidate_targets(sg)["which"] if t.facts[0].value == "red")
+    assert not candidate_targets(sg)["which"]  # by default a list of two things at least
+    red = next(t for t in candidate_targets(sg, which_min=1)["which"] if t.facts[0].value == "red")
     assert red.instruction == "Ask which thing in the picture is red." and red.expected_nodes == len(sg.nodes)
     run = sandbox.run(red.program, sg.to_json())
     assert run.output == "The kite is red." == reference_answer("which", red.facts, red.subject)
@@ -310,10 +310,7 @@ def test_one_attribute_type_is_asked_at_most_three_times_a_photo() -> None:
                (("cup", "red"), ("bowl", "blue"), ("vase", "green"), ("lamp", "white"), ("rug", "gray"))]  # fmt: skip
     tuples = parse_tuples({"attributes": [*colours, ["vase", "material", "glass"]]})
     sg = SceneGraph.from_tuples("A red cup, a blue bowl, a green glass vase, a white lamp and a gray rug.", tuples)
-    # Without "which": a colour one thing has is asked as "Which thing is red?" first (its facts
-    # are the attribute question's, asked once).
-    kinds = [k for k in DEFAULT_KINDS if k != "which"]
-    asked = [t.facts[0].attribute_type for t in plan_targets(sg, 24, kinds=kinds) if t.kind == "attribute"]
+    asked = [t.facts[0].attribute_type for t in plan_targets(sg, 24) if t.kind == "attribute"]
     assert asked.count("color") == 3 and "material" in asked
 
 

@@ -122,7 +122,12 @@ def planned_targets(sg: SceneGraph, settings: Settings) -> tuple[list[Target], l
 
     kinds = settings.qa_kinds or DEFAULT_KINDS
     targets = plan_targets(
-        sg, settings.qa_targets, ABSENT_VOCABULARY, kinds=kinds, doomed=lambda t: verdict(t) is not None
+        sg,
+        settings.qa_targets,
+        ABSENT_VOCABULARY,
+        kinds=kinds,
+        doomed=lambda t: verdict(t) is not None,
+        which_min=settings.qa_which_min,
     )
     return targets, [verdict(t) for t in targets]
 

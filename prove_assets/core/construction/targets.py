@@ -438,11 +438,12 @@ def with_context(program: str, place: SceneTuple) -> str:
 
 
 def candidate_targets(
-    sg: SceneGraph, absent_vocabulary: Mapping[str, Sequence[str]] | None = None
+    sg: SceneGraph, absent_vocabulary: Mapping[str, Sequence[str]] | None = None, which_min: int = 2
 ) -> dict[str, list[Target]]:
     """Every target the graph supports, per kind, facts the caption states first. An absent-object
     question asks about a word of `absent_vocabulary` (each with the other words that name its
-    thing) that the caption and the graph never say."""
+    thing) that the caption and the graph never say; a "which things" question lists at least
+    `which_min` things."""
     check = CaptionCheck(sg.caption)
     attrs = [a for a in _attributes(sg) if check.states(a)]
     rels = [r for r in _relations(sg) if check.states(r)]
@@ -545,9 +546,9 @@ def candidate_targets(
             continue
         add("compare", e1, every, compare_program(e1, e2, "color"), entity=e1, other=e2, type="color")
     # "Which things are white / wooden / glossy?": a whole-scene question (its program reads every
-    # node's value of the type), asked when one to four things have the word and the caption
-    # states each of them ("Which thing in this picture is red?" of one: the question a person
-    # asks to find it, and it reads the whole scene as a list does). A word other than a colour must be some thing's whole value, so that
+    # node's value of the type), asked when two to four things have the word (or one: "Which thing
+    # in this picture is red?", `which_min`; it reads the whole scene as a list does) and the
+    # caption states each of them. A word other than a colour must be some thing's whole value, so that
     # a part of a phrase ("partly" of "partly filled") is never asked about; size and a state
     # ("dark", "low", "open") are relative or passing (dev sets: 13 of 30 marks of such kept pairs
     # wrong; dev23 unseen: both, "the front wall and the waves are low" of "low walls"); a
@@ -575,7 +576,7 @@ def candidate_targets(
             by_word.setdefault((typ, word), []).append(a.entity)
     for (typ, word), entities in sorted(by_word.items()):
         entities = list(dict.fromkeys(entities))
-        if len(entities) <= 4 and not (typ == "color" and many & set(entities)):
+        if which_min <= len(entities) <= 4 and not (typ == "color" and many & set(entities)):
             facts = [SceneTuple("attribute", e, attribute_type=typ, value=word) for e in entities]
             add("which", entities[0], facts, which_program(typ, word), value=word)
     caption_words = _stems(sg.caption.lower())
@@ -600,6 +601,7 @@ def plan_targets(
     kinds: Sequence[str] = DEFAULT_KINDS,
     doomed: Callable[[Target], bool] | None = None,
     max_per_attribute_type: int = 3,
+    which_min: int = 2,
 ) -> list[Target]:
     """Up to `n` targets of `kinds`: first complex ones (programs visiting more than
     `COMPLEX_NODES` nodes) up to `complex_share` of `n`, then the rest; kinds taken round robin
@@ -611,7 +613,7 @@ def plan_targets(
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown question kinds {sorted(unknown)}: the kinds are {', '.join(KINDS)}")
-    pools = candidate_targets(sg, absent_vocabulary)
+    pools = candidate_targets(sg, absent_vocabulary, which_min)
     chosen: list[Target] = []
     passed_over: list[Target] = []
     per_subject: dict[str, int] = {}
