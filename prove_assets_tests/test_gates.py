@@ -1286,9 +1286,20 @@ def test_an_ing_word_before_a_direction_is_a_verb_not_a_thing() -> None:
     assert verb_name(doc, "hand") is None
 
 
+@needs_parser
 def test_a_which_wording_that_names_its_answer_or_asks_no_things_is_unnatural() -> None:
     facts = [attr("sky", "color", "blue")]
     assert unasked_which(facts, "What is the blue thing in this picture?") is None
     assert unasked_which(facts, "Which of the things in this picture are blue?") is None
     assert "names the sky" in (unasked_which(facts, "What color is the sky in this picture?") or "")
     assert "not ask which things" in (unasked_which(facts, "What is the blue in this picture?") or "")
+
+
+@needs_parser
+def test_a_which_wording_that_asks_for_the_most_of_its_value_is_unnatural() -> None:
+    # Hand-written, after a dev24-27 pair: "What is the smoothest thing? The snow is smooth."
+    facts = [attr("snow", "texture", "smooth")]
+    assert "smoothest" in (unasked_which(facts, "What is the smoothest thing in this picture?") or "")
+    assert unasked_which(facts, "What is the smooth thing in this picture?") is None
+    # A superlative the caption itself gives is the value, not an added comparison.
+    assert unasked_which([attr("tree", "size", "tallest")], "Which thing is tallest here?") is None

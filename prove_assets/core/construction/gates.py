@@ -1707,13 +1707,18 @@ _THINGS_ASKED = frozenset({"thing", "object", "item", "which"})
 def unasked_which(facts: Sequence[SceneTuple], question: str) -> str | None:
     """Why a "which things are red?" wording asks something else: it names a thing its answer
     gives ("What color is the sky?": a question about the sky, though its program reads every
-    thing), or asks for no things at all ("What is the emerald in this picture?")."""
+    thing), asks for no things at all ("What is the emerald in this picture?"), or asks for the
+    most of a value ("What is the smoothest thing?": a comparison no fact holds; dev24-27)."""
     said = set(_words(question))
     named = [f.entity for f in facts if _head(f.entity) in said]
     if named:
         return f"the question names the {named[0]}, which its answer gives"
     if not said & _THINGS_ASKED:
         return "the question does not ask which things"
+    held = {w for f in facts for w in _words(f.value or "")}
+    superlative = [t.lower_ for t in parsed(question) if t.tag_ in ("JJS", "RBS") and t.lower_ not in held]
+    if superlative:
+        return f"the question asks for the {superlative[0]} thing, a comparison its facts do not hold"
     return None
 
 
