@@ -249,6 +249,19 @@ def test_a_value_one_thing_has_is_asked_as_which_thing_has_it(sandbox: Sandbox) 
     assert named.verdict == "filtered_trivial"
 
 
+def test_a_thing_whose_one_colour_value_has_two_colours_is_in_no_which_question() -> None:
+    # Hand-written after a dev24 pair: "The branch is gray" for a gray-brown branch (incomplete).
+    caption = "A gray-brown branch holds a nest beside a gray stone and a brown fence."
+    tuples = parse_tuples(
+        {"attributes": [["branch", "color", "gray-brown"], ["stone", "color", "gray"], ["fence", "color", "brown"]]}
+    )
+    which = candidate_targets(SceneGraph.from_tuples(caption, tuples), which_min=1)["which"]
+    # Neither "the stone is gray" (the branch is gray too) nor "the branch and the stone are gray".
+    assert not which
+    alone = SceneGraph.from_tuples(caption, [t for t in tuples if t.entity != "branch"])
+    assert {t.facts[0].entity for t in candidate_targets(alone, which_min=1)["which"]} == {"stone", "fence"}
+
+
 def test_which_is_asked_of_a_shared_descriptive_word_never_of_part_of_a_value_a_size_a_state_or_a_material() -> None:
     tuples = [
         *TUPLES,

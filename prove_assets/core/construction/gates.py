@@ -1008,6 +1008,9 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
             # A shade of the colour asked counts where the caption says of what ("navy shorts"
             # are blue things too; dev26), only for a basic colour word asked ("blue", not "navy").
             basic = class_words(word).get("color") == {word}
+            # "The shipping container is red." where the caption also has "containers in red": an
+            # answer naming one thing, a colour said of several of its kind (dev26).
+            one = len(values) == 1 and not _plural_word(_head(values[0].entity))
             for tok in doc:
                 said = word in split_words(tok.text) or tok.lower_ == f"{word}ish"
                 shade = basic and not said and class_words(tok.text).get("color") == {word}
@@ -1018,6 +1021,8 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
                     if noun is None or singular(noun.lower_) not in names:
                         other = noun.text if noun is not None else "a thing the parse does not give"
                         return f"the caption also says {tok.text!r} of {other}"
+                    if one and noun.tag_ in ("NNS", "NNPS"):
+                        return f"the caption says {tok.text!r} of several {noun.text}, the answer of one"
             return None
         named = {_head(f.entity) for f in values}
         # Nouns of things: a colour the tagger read as a noun ("glossy dark red") is none.

@@ -556,12 +556,13 @@ def candidate_targets(
     # made of wood" cannot be read off the caption (dev sets: 9 of 56 kept such pairs bad).
     # A thing of several colours ("blue, yellow and green shirts", "black and white keys") is
     # neither rightly listed among the green things nor rightly left out (dev sets: 3 of 8 such
-    # kept pairs bad), so its colours are not asked.
+    # kept pairs bad), so its colours are not asked; nor are a "gray-brown" thing's (one value of
+    # two colours: "The branch is gray" was marked incomplete twice, dev24).
     hues: dict[str, set[tuple[str, ...]]] = {}
     for a in all_attrs:
         if a.attribute_type == "color" and _colour_words(a.value or ""):
             hues.setdefault(a.entity, set()).add(tuple(_colour_words(a.value or "")))
-    many = {e for e, values in hues.items() if len(values) > 1}
+    many = {e for e, values in hues.items() if len({w for value in values for w in value}) > 1}
     by_word: dict[tuple[str, str], list[str]] = {}
     whole = {(a.attribute_type, (a.value or "").strip()) for a in all_attrs}
     for a in all_attrs:
