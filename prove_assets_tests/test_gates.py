@@ -10,6 +10,7 @@ from prove_assets.core.construction.gates import (
     ambiguous_name,
     canned_name,
     clarity_as_colour,
+    compound_value,
     cut_name,
     different_things,
     foreign_noun,
@@ -1308,3 +1309,12 @@ def test_a_which_wording_that_asks_for_the_most_of_its_value_is_unnatural() -> N
     assert unasked_which(facts, "What is the smooth thing in this picture?") is None
     # A superlative the caption itself gives is the value, not an added comparison.
     assert unasked_which([attr("tree", "size", "tallest")], "Which thing is tallest here?") is None
+
+
+@needs_parser
+def test_a_value_said_of_a_noun_the_tagger_made_the_subject_of_a_misread_verb_is_the_longer_things() -> None:
+    # Hand-written after a dev24 pair: "a black metal music stand holding sheets" -> "the music is black".
+    doc = parsed("Each musician has a black metal music stand holding printed sheets.")
+    assert "music stand" in (compound_value(doc, attr("music", "color", "black")) or "")
+    doc = parsed("The music on the stand is black and the stand holds printed sheets.")
+    assert compound_value(doc, attr("music", "color", "black")) is None

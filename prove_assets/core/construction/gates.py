@@ -742,6 +742,22 @@ def fragment_value(doc: Any, fact: SceneTuple) -> str | None:
     return None
 
 
+def compound_value(doc: Any, fact: SceneTuple) -> str | None:
+    """Why an attribute's value belongs to a longer thing than the fact's: every time the caption
+    says it of the fact's noun, that noun is the subject of a verb the tagger put where a noun
+    goes ("has a black metal music stand holding sheets": "stand" the object of "has"), so the
+    thing is the "music stand", not the music (dev24: "The music ... are black", marked wrong
+    twice)."""
+    if fact.kind != "attribute" or not fact.value:
+        return None
+    given, head = set(_words(fact.value)), _head(fact.entity)
+    nouns = [n for t in doc if t.lower_ in given for n in [_described_noun(t)] if n is not None]
+    nouns = [n for n in nouns if singular(n.lower_) == head]
+    if nouns and all(n.dep_ == "nsubj" and n.head.pos_ == "VERB" and n.head.dep_ in ("dobj", "pobj") for n in nouns):
+        return f"the caption says {fact.value!r} of the '{nouns[0].text} {nouns[0].head.text}', not the {head}"
+    return None
+
+
 # Verbs whose complement describes their subject ("the cup is white", "the album lies flat", "the
 # ears stand upright"), unlike "the hand presses flat against the glass".
 _LINKING = {"be", "look", "seem", "appear", "remain", "stay", "become", "feel", "lie", "stand", "sit", "hang", "rest"}
@@ -1618,6 +1634,7 @@ def target_gate(
             or part_value(f)
             or one_of_several(caption_doc, f)
             or verb_value(caption_doc, f)
+            or compound_value(caption_doc, f)
         )
         # A place asked or answered must be one a sentence states, in the order it is read.
         unstated = kind in PLACE_KINDS and f.kind == "relation" and _the_fact_sentence(caption_doc, f) is None
