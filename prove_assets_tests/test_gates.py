@@ -148,6 +148,8 @@ def test_an_answer_that_leaves_out_a_value_or_a_thing_the_caption_gives_is_incom
     assert "several crates" in (incomplete(doc, "which", [attr("crate", "color", "red")], ["crate", "deck"]) or "")
     doc = parsed("A red crate hangs from a crane above a deck stacked with crates in blue and green.")
     assert incomplete(doc, "which", [attr("crate", "color", "red")], ["crate", "deck", "crane"]) is None
+    doc = parsed("A deck is stacked with crates in red, and a crane stands above it.")
+    assert incomplete(doc, "which", [attr("crates", "color", "red")], ["crates", "deck", "crane"]) is None
     # A colour or a size the small tagger hangs on the next modifier is still the thing's (dev21).
     doc = parsed("A folded white cloth napkin lies on a tray, and a wide curved steel ladle hangs above it.")
     napkin = [attr("napkin", "state", "folded"), attr("napkin", "material", "cloth")]

@@ -1026,7 +1026,7 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
             basic = class_words(word).get("color") == {word}
             # "The shipping container is red." where the caption also has "containers in red": an
             # answer naming one thing, a colour said of several of its kind (dev26).
-            one = len(values) == 1 and not _plural_word(_head(values[0].entity))
+            one = len(values) == 1 and not _plural_word((split_words(values[0].entity) or [""])[-1])
             for tok in doc:
                 said = word in split_words(tok.text) or tok.lower_ == f"{word}ish"
                 shade = basic and not said and class_words(tok.text).get("color") == {word}
