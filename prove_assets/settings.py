@@ -130,8 +130,8 @@ class Settings:
         "text, compare, which, place, activity, absent, around", _names, "every kind but `place`",
     )  # fmt: skip
     qa_which_min: int = env(
-        "PROVE_QA_WHICH_MIN", 2, "fewest things a `which` question lists: `1` also asks which one thing has a "
-        "value (\"Which thing in this picture is red?\", a whole-scene question; not yet audited blind)", int,
+        "PROVE_QA_WHICH_MIN", 1, "fewest things a `which` question names: `1` also asks which one thing has a "
+        "value (\"Which thing in this picture is red?\", a whole-scene question); `2` asks only lists", int,
     )  # fmt: skip
     qa_word_gated: bool = env(
         "PROVE_QA_WORD_GATED", False, "word the targets a gate drops before wording too (a request each), so an "

@@ -438,7 +438,7 @@ def with_context(program: str, place: SceneTuple) -> str:
 
 
 def candidate_targets(
-    sg: SceneGraph, absent_vocabulary: Mapping[str, Sequence[str]] | None = None, which_min: int = 2
+    sg: SceneGraph, absent_vocabulary: Mapping[str, Sequence[str]] | None = None, which_min: int = 1
 ) -> dict[str, list[Target]]:
     """Every target the graph supports, per kind, facts the caption states first. An absent-object
     question asks about a word of `absent_vocabulary` (each with the other words that name its
@@ -602,7 +602,7 @@ def plan_targets(
     kinds: Sequence[str] = DEFAULT_KINDS,
     doomed: Callable[[Target], bool] | None = None,
     max_per_attribute_type: int = 3,
-    which_min: int = 2,
+    which_min: int = 1,
 ) -> list[Target]:
     """Up to `n` targets of `kinds`: first complex ones (programs visiting more than
     `COMPLEX_NODES` nodes) up to `complex_share` of `n`, then the rest; kinds taken round robin
