@@ -142,8 +142,11 @@ class Target:
 
 
 def _plural_count(value: str) -> bool:
-    """A number of two or more ("two", "4"), not one."""
-    return bool(class_words(value).get("number", set()) - {"0", "1"})
+    """A number of two or more ("two", "4"), not one, and nothing but a number: "two-handled" is
+    a kind of knife, not two knives (dev28: "There are two-handled knife", marked wrong twice)."""
+    words = split_words(value)
+    numbers = all(class_words(w).get("number") for w in words)
+    return bool(words) and numbers and bool(class_words(value).get("number", set()) - {"0", "1"})
 
 
 def _tokens(text: str) -> list[str]:
