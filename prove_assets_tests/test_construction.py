@@ -1200,3 +1200,38 @@ def test_a_part_whose_name_is_one_thing_is_called_by_its_name_not_its_whole() ->
                          target="saucer")]  # fmt: skip
     pools = candidate_targets(SceneGraph.from_tuples(caption, tuples))
     assert any(t.called == "the white cup on the saucer" for ts in pools.values() for t in ts)
+
+
+@needs_parser
+def test_a_noun_the_tagger_reads_as_an_adjective_names_a_kind_not_a_description() -> None:
+    """Hand-written in the pattern of dev28/dev29 pairs ("The trees are tall and poplar", "The
+    tracks are wide and snowmobile", "The sea is purple" for a sea urchin)."""
+    tuples = parse_tuples_from_text("A row of tall birch trees stands behind two wide tractor ruts.")
+    values = {(t.entity, t.value) for t in tuples if t.kind == "attribute"}
+    assert not any(v in ("birch", "tractor") for _, v in values)
+    assert ("birch trees", "tall") in values or ("trees", "tall") in values
+    # A real adjective before the noun still describes it.
+    assert ("trees", "tall") in {(t.entity, t.value) for t in parse_tuples_from_text("Tall green trees stand.")
+                                 if t.kind == "attribute"}  # fmt: skip
+
+
+@needs_parser
+def test_quoted_words_belong_to_the_thing_they_are_written_on() -> None:
+    """Hand-written in the pattern of dev29 pairs: "a label reading ..." named "label reading", and
+    the words of a list's last item given to its first ("a tap and a label reading ...")."""
+    texts = {(t.entity, t.value) for t in parse_tuples_from_text(
+        'A jar with a lid and a paper tag reading "Plum Jam" stands on the shelf.')
+        if t.kind == "attribute"}  # fmt: skip
+    assert ("tag", '"plum jam"') in texts and not any(v == '"plum jam"' and e != "tag" for e, v in texts)
+    texts = {(t.entity, t.value) for t in parse_tuples_from_text(
+        'A tall glass jar of pickled onions with a label reading "Best Pickles" stands on the shelf.')
+        if t.kind == "attribute"}  # fmt: skip
+    assert ("label", '"best pickles"') in texts
+
+
+@needs_parser
+def test_a_part_of_several_things_is_named_by_the_singular_of_its_whole() -> None:
+    """Hand-written: "their handles" of knives is the knife handles, not the "knive handles"."""
+    names = {t.entity for t in parse_tuples_from_text(
+        "Some knives and a spoon lie on the table. Their handles are black.") if t.kind == "entity"}  # fmt: skip
+    assert not any("knive " in n for n in names)

@@ -1320,3 +1320,31 @@ def test_a_value_said_of_a_noun_the_tagger_made_the_subject_of_a_misread_verb_is
     assert "music stand" in (compound_value(doc, attr("music", "color", "black")) or "")
     doc = parsed("The music on the stand is black and the stand holds printed sheets.")
     assert compound_value(doc, attr("music", "color", "black")) is None
+
+
+@needs_parser
+def test_a_thing_compared_with_another_of_its_kind_is_two_things() -> None:
+    # Hand-written in the pattern of a dev29 pair: two animals' hair merged into one node.
+    doc = parsed("A large dog sits on the rug. A puppy lies beside it. Its fur is shorter and paler than the dog's.")
+    verdict = target_gate(doc, ["dog", "puppy", "fur", "rug"], "attribute", [attr("fur", "color", "pale")])
+    assert verdict is not None and verdict.gate == "ambiguous" and "the dog's" in verdict.reason
+    doc = parsed("A puppy lies on the rug. Its fur is pale brown.")
+    assert target_gate(doc, ["puppy", "fur", "rug"], "attribute", [attr("fur", "color", "pale brown")]) is None
+
+
+def test_a_shape_its_name_says_and_a_colour_that_names_none_are_not_asked() -> None:
+    # Hand-written: "What shape is the hoop? Round." and "Do the cups and the mats have the same
+    # color? No, red and colorful." (dev28, dev29 patterns).
+    assert trivial("attribute", [attr("hoop", "shape", "round")], set())
+    assert trivial("attribute", [attr("table", "shape", "round")], set()) is None
+    facts = [attr("cups", "color", "red"), attr("mats", "color", "colorful")]
+    verdict = target_gate(None, ["cups", "mats"], "compare", facts)
+    assert verdict is not None and verdict.gate == "unnatural"
+
+
+@needs_parser
+def test_a_colour_answer_leaving_out_the_colours_of_a_printed_pattern_is_incomplete() -> None:
+    # Hand-written in the pattern of a dev29 pair ("a blue cap with a pattern of small yellow ducks").
+    doc = parsed("A boy wears a green shirt with a print of tiny red apples.")
+    verdict = target_gate(doc, ["boy", "shirt", "apples"], "attribute", [attr("shirt", "color", "green")])
+    assert verdict is not None and verdict.gate == "incomplete"

@@ -85,6 +85,8 @@ _UNNATURAL = re.compile(
     r"|background|foreground|rest|part|half|area|foot|end)\b)\w+ of (?:this|the) (?:picture|scene|image|photo)\b"
     # The wording model's answer leaked into its question ("What is it made of? A: ...").
     r"|\b(?:a|answer):"
+    # "What is the navy color item?": an attribute type made an adjective of a stand-in noun (dev29).
+    r"|\bcolou?r(?:ed)? (?:item|object|thing)s?\b"
 )
 # "made of wooden": a material's adjective where its noun belongs.
 _MADE_OF_ADJECTIVE = re.compile(
@@ -658,6 +660,18 @@ def different_things(doc: Any, head: str) -> tuple[Any, Any] | None:
     return None
 
 
+def compared_with_another(doc: Any, head: str) -> str | None:
+    """The owner of a second thing of the name, where a sentence about it compares it with
+    another's ("its hair is shorter than the adult's": two heads of hair, dev29: "The hair is
+    reddish orange and orange", marked flawed and wrong twice). Returns the words ("the adult's")."""
+    for tok in _mentions(doc, head):
+        for t in tok.sent:
+            owner = t.dep_ == "pobj" and t.head.lower_ == "than" and any(c.dep_ == "case" for c in t.children)
+            if owner:
+                return " ".join(w.text for w in t.subtree).replace(" 's", "'s")
+    return None
+
+
 def _counted_plural(tok: Any) -> bool:
     """A plural mention, also one the tagger reads as a proper noun that a number over one counts
     ("a row of four chrome knobs", tagged NNP; dev24)."""
@@ -1128,6 +1142,14 @@ def _coloured_part(
             pairs += [(tok, p) for p in _with_objects(tok.head) if p.head.i == tok.right_edge.i + 1]
         for holder, part in pairs:
             colours = {w for a in part.children if a.dep_ in ("amod", "compound") for w in _colour_words(a.text)}
+            # "a blue cap with a pattern of small yellow ducks": the figures' colours are on the
+            # thing too (dev29: "The cap is blue.", marked wrong twice).
+            figures = [o for c in part.children if c.dep_ == "prep" and c.lower_ == "of" for o in c.children
+                       if o.dep_ == "pobj"] if part.lemma_.lower() in _FIGURED else []  # fmt: skip
+            figured = {w for o in figures for a in o.subtree if a.dep_ in ("amod", "compound")
+                       for w in _colour_words(a.text)}  # fmt: skip
+            if figured - given:
+                return part.text
             pattern = singular(part.lower_) in _PATTERN_NOUNS
             # "the comb is golden yellow, with a dark brown patch": a pattern in the verb's phrase
             # is a second colour of the thing.
@@ -1143,6 +1165,10 @@ def _coloured_part(
         if tok.dep_ == "poss" and _possessed_colours(tok.head) - given:
             return tok.head.text
     return None
+
+
+# Nouns of a surface's decoration whose "of" phrase names its figures ("a print of red roses").
+_FIGURED = {"pattern", "print", "design", "motif"}
 
 
 def _shade_words(part: Any) -> set[str]:
@@ -1216,10 +1242,28 @@ def _materials_of(doc: Any, head: str) -> set[str]:
     return words
 
 
+# Nouns whose name says their shape: "What shape is the circus ring? Circular." (dev28, flawed).
+_SHAPED_NOUNS = {
+    "round": {"ring", "hoop", "ball", "globe", "sphere", "orb", "circle", "disc", "disk", "wheel", "coin"},
+    "circular": {"ring", "hoop", "circle", "disc", "disk", "wheel", "coin"},
+    "spherical": {"ball", "globe", "sphere", "orb"},
+    "square": {"square"},
+    "rectangular": {"rectangle"},
+    "triangular": {"triangle", "pyramid"},
+    "oval": {"oval", "egg"},
+    "cylindrical": {"cylinder", "tube", "pipe"},
+}
+
+
 def trivial(kind: str, facts: Sequence[SceneTuple], graph_parts: set[tuple[str, str]]) -> str | None:
     """A pair whose answer its own names give: a part named by its whole asked what it is part of
     ("The rim of the helmet is part of the helmet"), a "which things are spiral?" answered with
-    a "spiral galaxy", two things compared where one is part of the other."""
+    a "spiral galaxy", two things compared where one is part of the other, a shape the noun
+    names ("the ring is circular")."""
+    shapes = {(f.value or "").strip().lower() for f in facts if f.kind == "attribute" and f.attribute_type == "shape"}
+    if kind == "attribute" and shapes and all(singular(_head(f.entity)) in _SHAPED_NOUNS.get(
+            v, ()) for f in facts for v in shapes):  # fmt: skip
+        return f"the name {facts[0].entity!r} says its shape"
     for f in facts:
         if (
             f.kind == "relation"
@@ -1591,6 +1635,10 @@ def target_gate(
     values = {(f.attribute_type, (f.value or "").strip()) for f in facts}
     if kind == "attribute" and values and values <= _NO_ANSWER_VALUES:
         return GateVerdict("unnatural", f"'{facts[0].value}' names no {facts[0].attribute_type}")
+    # "Do the bricks and the books have the same color? No: red and colorful." (dev29, flawed)
+    if kind == "compare" and values & _NO_ANSWER_VALUES:
+        value = next(v for t, v in values if (t, v) in _NO_ANSWER_VALUES)
+        return GateVerdict("unnatural", f"'{value}' names no one {facts[0].attribute_type} to compare")
     read = read_by_another(caption_doc, facts[0].entity) if caption_doc is not None and kind == "text" else None
     if read:
         return GateVerdict("untrusted", read)
@@ -1610,6 +1658,9 @@ def target_gate(
             return GateVerdict("ambiguous", f"the caption describes more than one {_head(name)}, the graph one")
         if kind in _NAMING_KINDS and distributed(caption_doc, name):
             return GateVerdict("ambiguous", f"the caption gives each of several things its own {_head(name)}")
+        other = compared_with_another(caption_doc, _head(name))
+        if other is not None:
+            return GateVerdict("ambiguous", f"the caption compares a {_head(name)} with {other!r}: two of them")
         two = different_things(caption_doc, _head(name)) if len(name_key(name)) == 1 else None
         if two:
             said = " and ".join(repr(" ".join(t.text for t in tok.subtree if t.i <= tok.i)) for tok in two)

@@ -24,6 +24,8 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+from lemminflect import getAllLemmas
+
 from prove_assets.core.construction.canonical import (
     FRAME_WORDS,
     NAME_ADJECTIVES,
@@ -180,11 +182,27 @@ def _kind_word(c: Any) -> bool:
     return c.text.lower() in KIND_WORDS and c.i == c.head.i - 1
 
 
+@lru_cache(maxsize=4096)
+def noun_only(word: str) -> bool:
+    """A word English uses as a noun and never as an adjective (lemminflect's lexicon), and no
+    colour, material or other value word: "poplar", "snowmobile", "urchin". The small tagger
+    reads some such nouns before a noun as adjectives ("tall poplar/JJ trees", "snowmobile/JJ
+    tracks"); they name a kind of the thing, not a description of it (dev28, dev29: "The trees
+    are tall and poplar", "The tracks are wide and snowmobile", both marked flawed)."""
+    classes = getAllLemmas(word)
+    return "NOUN" in classes and "ADJ" not in classes and word_class(word) is None
+
+
+def _noun_as_modifier(c: Any) -> bool:
+    """A noun-only word the tagger made an adjective modifier ("poplar/JJ" of "poplar trees")."""
+    return c.dep_ in ("amod", "compound") and c.pos_ == "ADJ" and c.text.isalpha() and noun_only(c.lower_)
+
+
 def _names_part(c: Any) -> bool:
     """A modifier that is part of the thing's name: a compound noun ("fuel tank"), a position
     adjective ("front wheel") or a food's kind ("lemon slices"); not a colour/material word, an
     adjective or a hyphenated modifier."""
-    if _kind_word(c):
+    if _kind_word(c) or _noun_as_modifier(c):
         return True
     if c.dep_ == "amod":
         return c.text.lower() in NAME_ADJECTIVES
@@ -200,7 +218,7 @@ def _names_part(c: Any) -> bool:
 def _describes(c: Any) -> bool:
     """A modifier that is an attribute of the thing: an adjective ("glossy"), or a colour,
     material or adjective the tagger put in a compound ("navy cap", "pale lake")."""
-    if _kind_word(c):
+    if _kind_word(c) or _noun_as_modifier(c):
         return False
     if c.dep_ == "amod":
         return (
@@ -221,7 +239,21 @@ def _describes(c: Any) -> bool:
 
 def _name(noun: Any) -> str:
     parts = [c for c in noun.children if c.i < noun.i and _names_part(c)]
+    if _writing_read_as_noun(noun) and parts:  # "a label reading/NN \"...\"" is a label
+        return " ".join(t.text.lower() for t in parts)
     return " ".join(t.text.lower() for t in [*parts, noun])
+
+
+def _writing_read_as_noun(tok: Any) -> bool:
+    """A participle of a verb of writing right before quoted words, tagged as a noun with the
+    thing it is on as its compound ("a label/compound reading/NN \"SALT\""; dev29: "The label
+    reading reads ...", marked flawed)."""
+    nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
+    return (
+        tok.lower_ in ("reading", "saying", "spelling")  # not "lettering", "marking": nouns of writing
+        and nxt is not None
+        and nxt.text in ('"', "“", "``")
+    )
 
 
 def _grades_colour(tok: Any) -> bool:
@@ -542,7 +574,17 @@ def _is_entity(tok: Any) -> bool:
         and not _on_a_person(tok)
         and not _of_light_or_colour(tok)
         and not _writing_medium(tok)
+        and not _before_misread_head(tok)
     )
+
+
+def _before_misread_head(tok: Any) -> bool:
+    """A noun right before a noun the tagger read as an adjective: the first word of a compound
+    name whose head it lost ("a purple sea urchin/JJ": the facts are the urchin's, not the sea's;
+    dev28: "The sea is purple", marked wrong twice)."""
+    nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
+    misread = nxt is not None and nxt.pos_ == "ADJ" and nxt.text.isalpha() and noun_only(nxt.lower_)
+    return bool(tok.whitespace_) and misread
 
 
 # What writing is done with: "reads 'Please ask' in black marker" names no marker in the picture
@@ -705,7 +747,8 @@ def _wholes(doc: Any, earlier: Sequence[Any], person: str | None) -> dict[int, s
     out: dict[int, str] = {}
 
     def head_word(tok: Any) -> str | None:
-        return singular(tok.text.lower()) if _is_entity(tok) else None
+        # The parser's lemma of a plural: "knives" -> "knife" (by spelling: "knive").
+        return (tok.lemma_.lower() if tok.tag_ == "NNS" else singular(tok.text.lower())) if _is_entity(tok) else None
 
     for tok in (t for t in doc if _is_entity(t)):
         inner = _of_object(tok)
@@ -943,6 +986,12 @@ def parse_tuples_from_text(
         head = span.root
         # Up to the thing that carries the text: a noun, or the subject of the verb ("the sign reads ...").
         while not _is_entity(head):
+            # "a brass tap and a paper label reading \"X\"": the participle is the label's, the
+            # item of the list right before it, wherever the parser hangs it (dev29: "What does
+            # the tap say?", marked wrong twice).
+            if head.dep_ == "acl" and _is_entity(head.head):
+                head = max((t for t in _conjuncts(head.head) if t.i < head.i), key=lambda t: t.i, default=head.head)
+                break
             subjects = _subjects(head) if head.pos_ in ("VERB", "AUX") else []
             if subjects:
                 head = subjects[0]
