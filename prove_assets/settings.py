@@ -133,6 +133,10 @@ class Settings:
         "PROVE_QA_WHICH_MIN", 1, "fewest things a `which` question names: `1` also asks which one thing has a "
         "value (\"Which thing in this picture is red?\", a whole-scene question); `2` asks only lists", int,
     )  # fmt: skip
+    qa_which_max: int = env(
+        "PROVE_QA_WHICH_MAX", 5, "most `which` questions planned per image (the other kinds: 5 each); a which "
+        "program reads every thing, so these are the complex questions", int,
+    )  # fmt: skip
     qa_word_gated: bool = env(
         "PROVE_QA_WORD_GATED", False, "word the targets a gate drops before wording too (a request each), so an "
         "audit can judge those gates: they then drop the pairs after verification", _flag, "`0`",

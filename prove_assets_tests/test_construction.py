@@ -1235,3 +1235,15 @@ def test_a_part_of_several_things_is_named_by_the_singular_of_its_whole() -> Non
     names = {t.entity for t in parse_tuples_from_text(
         "Some knives and a spoon lie on the table. Their handles are black.") if t.kind == "entity"}  # fmt: skip
     assert not any("knive " in n for n in names)
+
+
+def test_the_which_questions_planned_per_image_are_capped_by_their_own_setting() -> None:
+    """Hand-written: six things of six colours give six which targets; `which_max` caps them."""
+    colours = ["red", "blue", "green", "yellow", "white", "black"]
+    things = ["kite", "bucket", "towel", "ball", "shell", "umbrella"]
+    caption = " ".join(f"A {c} {t} lies on the sand." for c, t in zip(colours, things, strict=True))
+    tuples = parse_tuples({"attributes": [[t, "color", c] for c, t in zip(colours, things, strict=True)]})
+    sg = SceneGraph.from_tuples(caption, tuples)
+    assert len(candidate_targets(sg, which_min=1)["which"]) == 6
+    for cap in (2, 6):
+        assert sum(t.kind == "which" for t in plan_targets(sg, 24, which_min=1, which_max=cap)) == cap

@@ -92,7 +92,8 @@ _DETERMINERS = ("the ", "a ", "an ", "its ", "his ", "her ", "their ", "this ", 
 
 _SPELLINGS = {
     "color": {s for v in COLOR.values() for s in v},
-    "material": {s for v in MATERIAL.values() for s in v} | {"chrome", "cardboard", "wicker", "straw", "velvet", "felt"},
+    "material": {s for v in MATERIAL.values() for s in v}
+    | {"chrome", "cardboard", "wicker", "straw", "velvet", "felt"},
     "size": {s for v in SIZE.values() for s in v} | {"medium", "tiny"},
 }
 _NUMBER_WORDS = {s for v in NUMBER.values() for s in v}

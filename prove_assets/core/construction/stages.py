@@ -128,6 +128,7 @@ def planned_targets(sg: SceneGraph, settings: Settings) -> tuple[list[Target], l
         kinds=kinds,
         doomed=lambda t: verdict(t) is not None,
         which_min=settings.qa_which_min,
+        which_max=settings.qa_which_max,
     )
     return targets, [verdict(t) for t in targets]
 
