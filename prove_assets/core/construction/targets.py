@@ -606,11 +606,11 @@ def plan_targets(
     doomed: Callable[[Target], bool] | None = None,
     max_per_attribute_type: int = 3,
     which_min: int = 1,
-    which_max: int = 5,
+    which_max: int | None = None,
 ) -> list[Target]:
     """Up to `n` targets of `kinds`: first complex ones (programs visiting more than
     `COMPLEX_NODES` nodes) up to `complex_share` of `n`, then the rest; kinds taken round robin
-    (diversity), at most `max_per_kind` of a kind (`which_max` which questions) and one
+    (diversity), at most `max_per_kind` of a kind (`which_max` which questions, if given) and one
     absent-object question; a subject asked
     about at most twice, an attribute type (colour, material, ...) at most
     `max_per_attribute_type` times. A target `doomed` says the gates will drop takes no place:
@@ -632,7 +632,7 @@ def plan_targets(
         while len(chosen) < limit and progress:
             progress = False
             for kind in (k for k in KINDS if k in kinds):
-                cap = {"absent": 1, "which": which_max}.get(kind, max_per_kind)
+                cap = {"absent": 1, "which": which_max or max_per_kind}.get(kind, max_per_kind)
                 for t in list(pools[kind]):
                     if taken[kind] >= cap or len(chosen) >= limit:
                         break
