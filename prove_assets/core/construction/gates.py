@@ -1261,8 +1261,8 @@ def trivial(kind: str, facts: Sequence[SceneTuple], graph_parts: set[tuple[str, 
     a "spiral galaxy", two things compared where one is part of the other, a shape the noun
     names ("the ring is circular")."""
     shapes = {(f.value or "").strip().lower() for f in facts if f.kind == "attribute" and f.attribute_type == "shape"}
-    if kind == "attribute" and shapes and all(singular(_head(f.entity)) in _SHAPED_NOUNS.get(
-            v, ()) for f in facts for v in shapes):  # fmt: skip
+    said = all(singular(_head(f.entity)) in _SHAPED_NOUNS.get(v, ()) for f in facts for v in shapes)
+    if kind == "attribute" and shapes and said:
         return f"the name {facts[0].entity!r} says its shape"
     for f in facts:
         if (

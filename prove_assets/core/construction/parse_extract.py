@@ -199,9 +199,10 @@ def _noun_as_modifier(c: Any) -> bool:
 
 
 def _names_part(c: Any) -> bool:
-    """A modifier that is part of the thing's name: a compound noun ("fuel tank"), a position
-    adjective ("front wheel") or a food's kind ("lemon slices"); not a colour/material word, an
-    adjective or a hyphenated modifier."""
+    """A modifier that is part of the thing's name: a compound noun ("fuel tank", also one the
+    tagger reads as an adjective: "poplar trees"), a position adjective ("front wheel") or a
+    food's kind ("lemon slices"); not a colour/material word, an adjective or a hyphenated
+    modifier."""
     if _kind_word(c) or _noun_as_modifier(c):
         return True
     if c.dep_ == "amod":
