@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from prove_assets.core.construction.answers import reference_answer
+from prove_assets.core.construction.answers import plural, reference_answer
 from prove_assets.core.construction.canonical import canonicalise, clean_name, negated
 from prove_assets.core.construction.extraction import ask_tuples, extract_tuple_rows, tuple_requests
 from prove_assets.core.construction.gates import GateVerdict
@@ -480,15 +480,15 @@ def test_a_target_the_gates_doom_is_not_worded_but_kept_as_a_row() -> None:
     from prove_assets.core.requests import LLMResult
     from prove_assets.settings import Settings
 
-    caption = "A window on the right lets in light beside a red bicycle. A bowl with a red band sits on a white shelf."
+    caption = "A round hoop hangs on a hook beside a red bicycle. A bowl with a red band sits on a white shelf."
     sg = SceneGraph.from_tuples(caption, parse_tuples_from_text(caption))
     graphs = pd.DataFrame([{"image_id": "img", "scene_graph": sg.to_json(), "error": None}])
     settings = Settings.from_env()
     settings = dataclasses.replace(settings, qa_kinds=KINDS)  # the doomed target here is a place question
     (plan,) = stages.qa_generation_inputs(graphs, dataclasses.replace(settings, qa_word_gated=False))
     doomed = [v for v in plan.gated if v is not None]
-    # "lets" is a verb of this caption, not a thing: its targets are never worded.
-    assert doomed and all("verb" in v.reason for v in doomed)
+    # "beside a red bicycle" may place the hoop or the hook: its place targets are never worded.
+    assert doomed and all("may place" in v.reason for v in doomed)
     assert len(plan.requests) == len(plan.targets) - len(doomed)
     (audited,) = stages.qa_generation_inputs(graphs, dataclasses.replace(settings, qa_word_gated=True))
     assert len(audited.requests) == len(audited.targets) == len(plan.targets)
@@ -1247,3 +1247,31 @@ def test_the_which_questions_planned_per_image_are_capped_by_their_own_setting()
     assert len(candidate_targets(sg, which_min=1)["which"]) == 6
     for cap in (2, 6):
         assert sum(t.kind == "which" for t in plan_targets(sg, 24, which_min=1, which_max=cap)) == cap
+
+
+@needs_parser
+def test_an_s_word_before_a_preposition_in_a_sentence_without_a_verb_is_its_verb() -> None:
+    """Hand-written in the pattern of dev30 pairs ("the oak runs", "The hangs ... are black")."""
+    tuples = parse_tuples_from_text("A long counter made from pale polished pine runs along the back wall.")
+    assert not any(t.entity.endswith("runs") for t in tuples)
+    assert "counter" in {t.entity for t in tuples if t.kind == "entity"}
+
+
+@needs_parser
+def test_a_colour_said_of_a_part_and_a_purpose_are_no_colour_or_state_of_the_thing() -> None:
+    """Hand-written in the pattern of dev30 pairs ("The man and the mountain are gray" from a
+    gray-haired man; "The bar is long and tasting"; "the oil is olive")."""
+    tuples = parse_tuples_from_text("A gray-haired woman sits on a bench near a long tasting table.")
+    values = {(t.entity, t.attribute_type, t.value) for t in tuples if t.kind == "attribute"}
+    assert ("woman", "state", "gray-haired") in values and not any(typ == "color" for _, typ, _ in values)
+    assert "tasting table" in {t.entity for t in tuples if t.kind == "entity"}
+    canonical, _ = canonicalise([[SceneTuple("entity", "olive oil"), SceneTuple("entity", "green bottle")]])
+    tuples = [c.tuple for c in canonical]
+    assert SceneTuple("entity", "olive oil") in tuples
+    assert ("bottle", "green") in {(t.entity, t.value) for t in tuples if t.kind == "attribute"}
+
+
+def test_a_singular_spelled_with_an_s_is_one_thing_and_a_plural_only_noun_is_many() -> None:
+    # Hand-written after a dev30 pair: "The canvas are blue and worn." (flawed twice).
+    assert not plural("canvas") and not plural("camera lens") and not plural("glass")
+    assert plural("scissors") and plural("jeans") and plural("cups") and plural("people") and plural("knives")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lemminflect import getAllLemmas, getInflection
+
 from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
 
@@ -39,10 +41,15 @@ _IRREGULAR_PLURALS = frozenset(
 
 def plural(name: str) -> bool:
     """Whether a thing's name is plural ("leaves", "two cups", "people"): its head noun is not
-    its singular, or is an irregular plural."""
+    its singular, or is an irregular plural; not a singular English spells with an -s, one that
+    is its own lemma with a plural of its own in lemminflect's lexicon ("canvas", "lens": dev30's
+    "The canvas are blue", flawed twice; "scissors" and "jeans" are their own plurals)."""
     words = split_words(name)
     head = words[-1] if words else ""
-    return bool(head) and (singular(head) != head or head in _IRREGULAR_PLURALS)
+    if head in _IRREGULAR_PLURALS:
+        return True
+    own = head in getAllLemmas(head, upos="NOUN").get("NOUN", ())
+    return bool(head) and singular(head) != head and not (own and (getInflection(head, "NNS") or (head,))[0] != head)
 
 
 def absent_answer(subject: str) -> str:

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prove_assets.core.construction.answers import plural
 from prove_assets.core.construction.canonical import name_key, word_class
 from prove_assets.core.construction.parse_extract import (
     CLARITY,
@@ -533,12 +534,12 @@ def _several_in_caption(doc: Any, name: str) -> bool:
         return False
     words = [t.lower_ for t in doc]
 
-    def plural(t: Any) -> bool:
+    def new_plural(t: Any) -> bool:
         return t.tag_ in ("NNS", "NNPS") and not any(
             c.dep_ == "det" and c.lower_ in ("the", "its", "their") for c in t.children
         )
 
-    return any(plural(t) or _ANOTHER & set(words[max(0, t.i - 4) : t.i]) for t in _mentions(doc, head))
+    return any(new_plural(t) or _ANOTHER & set(words[max(0, t.i - 4) : t.i]) for t in _mentions(doc, head))
 
 
 _ANOTHER = {"another", "second", "third"}
@@ -588,7 +589,7 @@ def kind_of_several(doc: Any, name: str) -> Any | None:
     kinds = words - {head}
     # A plural name may be the group the others are parts of ("Four lattice towers frame the
     # scene: two tall outer towers ... and two shorter inner towers"; the sample).
-    if not kinds or len(words) != len(name_key(name)) or _plural_word((split_words(name) or [""])[-1]):
+    if not kinds or len(words) != len(name_key(name)) or plural(name):
         return None
     named = [t for t in _mentions(doc, head) if kinds <= _said_before(t)]
     given = [c for t in named for c in t.children if c.dep_ == "compound" and singular(c.lower_) in kinds]
@@ -603,7 +604,7 @@ def distributed(doc: Any, name: str) -> bool:
     """A singular name the caption gives to each of several things ("each with a small white
     card"): "the card" is any of them (dev sets: 8 of 17 such kept pairs bad)."""
     words = split_words(name)
-    if not words or _plural_word(words[-1]):
+    if not words or plural(words[-1]):
         return False
     return any(t.tag_ not in ("NNS", "NNPS") and _given_to_each(t) for t in _mentions(doc, _head(name)))
 
@@ -654,8 +655,8 @@ def different_things(doc: Any, head: str) -> tuple[Any, Any] | None:
     for i, a in enumerate(new):
         for b in new[i + 1 :]:
             da, db = _described_by(a), _described_by(b)
-            plural = _counted_plural(a) != _counted_plural(b)
-            if plural or (da and db and not (da <= db or db <= da)):
+            one_and_many = _counted_plural(a) != _counted_plural(b)
+            if one_and_many or (da and db and not (da <= db or db <= da)):
                 return a, b
     return None
 
@@ -909,7 +910,7 @@ def untrusted_relation(doc: Any, fact: SceneTuple, as_place: bool = True) -> str
         if tok.pos_ in ("VERB", "AUX") or tok.tag_.startswith("VB"):
             return f"{tok.text!r} is a verb in the caption, not a thing"
     # "One label on the nearest jar reads ...": one of the jars, not "the label on the jars" (dev26).
-    if obj.tag_ in ("NN", "NNP") and _plural_word((split_words(fact.target or "") or [""])[-1]):
+    if obj.tag_ in ("NN", "NNP") and plural(fact.target or ""):
         return f"the caption says '{pred.text} the {obj.text}', one of the {fact.target}"
     # "shadows from the white roof frames across the plants": "roof frames" names a thing.
     if source.dep_ == "compound" and source.head.i == pred.i:
@@ -1040,7 +1041,7 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
             basic = class_words(word).get("color") == {word}
             # "The shipping container is red." where the caption also has "containers in red": an
             # answer naming one thing, a colour said of several of its kind (dev26).
-            one = len(values) == 1 and not _plural_word((split_words(values[0].entity) or [""])[-1])
+            one = len(values) == 1 and not plural(values[0].entity)
             for tok in doc:
                 said = word in split_words(tok.text) or tok.lower_ == f"{word}ish"
                 shade = basic and not said and class_words(tok.text).get("color") == {word}
@@ -1361,21 +1362,17 @@ def unasked_place(kind: str, facts: Sequence[SceneTuple], question: str) -> str 
     return None
 
 
-def _plural_word(word: str) -> bool:
-    return singular(word) != word and not word.endswith(("ss", "us", "is", "as"))
-
-
 def plural_as_one(facts: Sequence[SceneTuple], question: str, answer: str) -> str | None:
     """A plural worded as one thing: asked with "a" ("Is there a scissors?"), a plural name the
     graph gives with "a" ("Is there a nitrile gloves on the bench?") or with a singular verb
     ("The geraniums is red."; not after a preposition: "the colour of the leaves is")."""
     asked = re.search(r"\bis there (?:a|an) (\w+)\b", question.lower())
-    if asked and _plural_word(asked[1]):
+    if asked and plural(asked[1]):
         return f"'a {asked[1]}' asks for one of a plural"
     said = " ".join(split_words(f"{question} {answer}"))
     for f in facts:
         name = " ".join(split_words(f.entity))
-        if not name or not _plural_word(name.split()[-1]):
+        if not name or not plural(name.split()[-1]):
             continue
         if re.search(rf"\b(?:a|an) {re.escape(name)}\b", said):
             return f"'a {name}' words a plural as one thing"
