@@ -14,6 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from lemminflect import getAllLemmas
+
 from prove_assets.core.evaluation.strict import COLOR, MATERIAL, NUMBER, SIZE, class_words
 from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
@@ -391,6 +393,20 @@ def canonicalise(
     return unique, dropped
 
 
+# Words a "-ed" compound of a colour is still a colour with ("light-colored", "blue-tinted").
+_COLOUR_NOUNS = {"color", "colour", "tone", "tint", "shade", "hue"}
+
+
+def colour_of_a_part(value: str) -> bool:
+    """A colour said of a part, a noun made an "-ed" word after it ("gray-haired", "red-roofed"):
+    no colour of the thing itself (dev30: "The man and the mountain are gray", wrong twice, from
+    "a gray-haired man"). Which words are nouns: lemminflect's lexicon."""
+    *before, last = value.split("-")
+    stems = (last[:-2], last[:-1]) if last.endswith("ed") else ()
+    stem = next((s for s in stems if "NOUN" in getAllLemmas(s)), None)
+    return bool(before) and stem is not None and stem not in _COLOUR_NOUNS
+
+
 def _attribute(t: SceneTuple, ent: str, reasons: list[str]) -> list[tuple[SceneTuple, str | None]] | Dropped:
     """The attribute under a known type its value fits; a colour word under another type becomes
     its own colour attribute. Dropped (with the reason) when the value fits no type."""
@@ -408,7 +424,7 @@ def _attribute(t: SceneTuple, ent: str, reasons: list[str]) -> list[tuple[SceneT
             return Dropped(t, 0, f"unknown attribute type {t.attribute_type!r} and the value fits no type")
         reasons.append(f"unknown type {t.attribute_type!r}: value is a {cls} word")
         typ = cls
-    if typ not in ("color", "text rendering") and "color" in class_words(value):
+    if typ not in ("color", "text rendering") and "color" in class_words(value) and not colour_of_a_part(value):
         # "glossy red" as texture: the colour becomes a colour attribute, the rest stays if it still fits.
         colours = [w for w in value.split() if "color" in class_words(w)]
         out.append(

@@ -35,6 +35,7 @@ from prove_assets.core.construction.canonical import (
     Dropped,
     canonicalise,
     clean_name,
+    colour_of_a_part,
     name_key,
     word_class,
 )
@@ -189,19 +190,9 @@ def noun_only(word: str) -> bool:
     return "NOUN" in classes and "ADJ" not in classes and word_class(word) is None
 
 
-# Words a "-ed" compound of a colour is still a colour with ("light-colored", "blue-tinted").
-_COLOUR_NOUNS = {"color", "colour", "tone", "tint", "shade", "hue"}
-
-
 def _value_class(value: str) -> str:
-    """A value's attribute type; "state" for none, and for a colour said of a part ("gray-haired",
-    "red-roofed": a noun made an "-ed" word; dev30: "The man and the mountain are gray", wrong
-    twice, from "a gray-haired man")."""
-    *_, last = value.split("-")
-    stem = next((s for s in (last[:-2], last[:-1]) if "NOUN" in getAllLemmas(s)), None) if last.endswith("ed") else None
-    if "-" in value and stem is not None and stem not in _COLOUR_NOUNS:
-        return "state"
-    return word_class(value) or "state"
+    """A value's attribute type, "state" for none and for a colour said of a part ("gray-haired")."""
+    return "state" if colour_of_a_part(value) else word_class(value) or "state"
 
 
 def _noun_as_modifier(c: Any) -> bool:
