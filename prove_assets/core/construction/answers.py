@@ -48,8 +48,14 @@ def plural(name: str) -> bool:
     head = words[-1] if words else ""
     if head in _IRREGULAR_PLURALS:
         return True
-    own = head in getAllLemmas(head, upos="NOUN").get("NOUN", ())
-    return bool(head) and singular(head) != head and not (own and (getInflection(head, "NNS") or (head,))[0] != head)
+    return bool(head) and singular(head) != head and not _singular_with_an_s(head)
+
+
+def _singular_with_an_s(word: str) -> bool:
+    """A word lemminflect knows as its own noun lemma with a plural of its own ("canvas" ->
+    "canvases"); a plural-only noun ("scissors") is its own plural."""
+    own = word in getAllLemmas(word, upos="NOUN").get("NOUN", ())
+    return own and (getInflection(word, "NNS") or (word,))[0] != word
 
 
 def absent_answer(subject: str) -> str:

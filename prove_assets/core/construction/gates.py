@@ -603,8 +603,7 @@ def kind_of_several(doc: Any, name: str) -> Any | None:
 def distributed(doc: Any, name: str) -> bool:
     """A singular name the caption gives to each of several things ("each with a small white
     card"): "the card" is any of them (dev sets: 8 of 17 such kept pairs bad)."""
-    words = split_words(name)
-    if not words or plural(words[-1]):
+    if not split_words(name) or plural(name):
         return False
     return any(t.tag_ not in ("NNS", "NNPS") and _given_to_each(t) for t in _mentions(doc, _head(name)))
 
@@ -1372,7 +1371,7 @@ def plural_as_one(facts: Sequence[SceneTuple], question: str, answer: str) -> st
     said = " ".join(split_words(f"{question} {answer}"))
     for f in facts:
         name = " ".join(split_words(f.entity))
-        if not name or not plural(name.split()[-1]):
+        if not plural(name):
             continue
         if re.search(rf"\b(?:a|an) {re.escape(name)}\b", said):
             return f"'a {name}' words a plural as one thing"

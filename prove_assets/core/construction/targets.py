@@ -612,9 +612,9 @@ def plan_targets(
     `COMPLEX_NODES` nodes) up to `complex_share` of `n`, then the rest; kinds taken round robin
     (diversity), at most `max_per_kind` of a kind (`which_max` which questions, if given) and one
     absent-object question; a subject asked about at most twice, an attribute type (colour,
-    material, ...) at most `max_per_attribute_type` times. A target `doomed` says the gates will drop takes no place:
-    the next candidate of its kind does, and the doomed one follows the chosen ones in the list
-    (so its gate verdict is kept as a row)."""
+    material, ...) at most `max_per_attribute_type` times. A target `doomed` says the gates will
+    drop takes no place: the next candidate of its kind does, and the doomed one follows the
+    chosen ones in the list (so its gate verdict is kept as a row)."""
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown question kinds {sorted(unknown)}: the kinds are {', '.join(KINDS)}")
