@@ -1348,3 +1348,43 @@ def test_a_colour_answer_leaving_out_the_colours_of_a_printed_pattern_is_incompl
     doc = parsed("A boy wears a green shirt with a print of tiny red apples.")
     verdict = target_gate(doc, ["boy", "shirt", "apples"], "attribute", [attr("shirt", "color", "green")])
     assert verdict is not None and verdict.gate == "incomplete"
+
+
+@needs_parser
+def test_a_material_answer_leaving_out_a_part_of_another_material_is_incomplete() -> None:
+    # Hand-written in the pattern of a dev30 pair ("a tall wooden cabinet with glass doors").
+    doc = parsed("By the window stands a low wooden desk with steel legs.")
+    verdict = target_gate(doc, ["desk", "window"], "attribute", [attr("desk", "material", "wooden")])
+    assert verdict is not None and verdict.gate == "incomplete" and "legs" in verdict.reason
+    plain = parsed("By the window stands a low wooden desk with two drawers.")
+    assert target_gate(plain, ["desk", "window"], "attribute", [attr("desk", "material", "wooden")]) is None
+
+
+@needs_parser
+def test_which_things_have_a_pattern_takes_in_a_figure_of_it_on_another_thing() -> None:
+    # Hand-written in the pattern of a dev30 pair (a striped shirt beside a boat with a red stripe).
+    doc = parsed("A man in a spotted tie stands beside a white van with a large blue spot on its door.")
+    verdict = target_gate(doc, ["man", "tie", "van", "spot"], "which", [attr("tie", "pattern", "spotted")])
+    assert verdict is not None and verdict.gate == "incomplete" and "spot" in verdict.reason
+    alone = parsed("A man in a spotted tie stands beside a white van.")
+    assert target_gate(alone, ["man", "tie", "van"], "which", [attr("tie", "pattern", "spotted")]) is None
+
+
+@needs_parser
+def test_which_thing_has_a_participle_another_act_of_its_verb_gives_has_no_one_answer() -> None:
+    # Hand-written in the pattern of a dev30 pair ("worn blue canvas" beside "the boxer wears gloves").
+    doc = parsed("A worn leather saddle hangs on the fence, and the rider wears a brown hat.")
+    verdict = target_gate(doc, ["saddle", "fence", "rider", "hat"], "which", [attr("saddle", "state", "worn")])
+    assert verdict is not None and verdict.gate == "ambiguous"
+    alone = parsed("A worn leather saddle hangs on the fence beside a brown hat.")
+    assert target_gate(alone, ["saddle", "fence", "hat"], "which", [attr("saddle", "state", "worn")]) is None
+
+
+@needs_parser
+def test_a_noun_said_only_of_one_is_no_name_to_ask_by() -> None:
+    # Hand-written in the pattern of a dev30 pair ("The largest one, a reddish-brown male, ...").
+    doc = parsed("Two horses graze in a field. The taller one, a black stallion, lifts its head.")
+    verdict = target_gate(doc, ["horses", "stallion", "field"], "attribute", [attr("stallion", "color", "black")])
+    assert verdict is not None and verdict.gate == "unnatural"
+    plain = parsed("A black stallion grazes in a field.")
+    assert target_gate(plain, ["stallion", "field"], "attribute", [attr("stallion", "color", "black")]) is None

@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lemminflect import getInflection, getLemma
+
 from prove_assets.core.construction.answers import plural
 from prove_assets.core.construction.canonical import name_key, word_class
 from prove_assets.core.construction.parse_extract import (
@@ -255,6 +257,16 @@ def portion_name(doc: Any, name: str) -> str | None:
 
     if uses and all(of_stuff(t) for t in uses):
         return f"'the {name}' is a portion of a stuff the question does not name"
+    return None
+
+
+def description_of_one(doc: Any, name: str) -> str | None:
+    """Why a bare name is no name a person would ask by: the caption uses its noun only after "one"
+    to say what that one is ("The largest one, a reddish-brown male, stands ...": "What color is
+    the male?"; dev30, flawed); the thing is the kind "one" stands for."""
+    uses = [t for t in _mentions(doc, _head(name)) if t.pos_ in ("NOUN", "PROPN")]
+    if uses and all(t.dep_ == "appos" and t.head.lower_ in ("one", "ones") for t in uses):
+        return f"the caption says {uses[0].text!r} only of '{uses[0].head.text}' it stands for"
     return None
 
 
@@ -1031,6 +1043,9 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
             noun = _described_noun(tok)
             if noun is None or singular(noun.lower_) not in names:
                 return f"the caption also says {tok.text!r} of {noun.text if noun is not None else 'a thing'}"
+        figure = _pattern_elsewhere(doc, word, names)
+        if figure:
+            return figure
         if values[0].attribute_type == "color":
             # Every time the caption says the colour ("dark reddish-brown edges", "white letters
             # on black") it must be of a thing the answer names: the graph misses some of them
@@ -1088,6 +1103,11 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
         stated = [w for w in sorted(_materials_of(doc, head)) if not class_words(w).get("material", set()) <= given]
         if stated and sum(_head(n) == head for n in nodes) == 1:
             return f"the caption also says the {head} is made of {stated[0]}"
+        # "What is the cabinet made of?" asks for all of it; a description need not ("wooden and
+        # tall", marked correct twice on dev30).
+        part = _made_part(doc, head, given) if kind == "attribute" else None
+        if part:
+            return f"the caption gives the {head}'s {part} a material of its own"
     colours = [f for f in values if f.attribute_type == "color"]
     # "white plates with gold rims": a colour answer about the plates leaves the rims' out (on
     # dev..dev6 it caught 5 wrong and 1 flawed kept pair and lost 15 correct; chosen before dev7
@@ -1106,6 +1126,22 @@ def incomplete(doc: Any, kind: str, facts: Sequence[SceneTuple], nodes: Sequence
         stated = {w for m in modifier_words(doc, head) for w in _colour_words(m)}
         if stated - given:
             return f"the caption also calls the {head} {sorted(stated - given)[0]}"
+    return None
+
+
+def _pattern_elsewhere(doc: Any, word: str, names: set[str]) -> str | None:
+    """Why "Which things are striped?" is not answered by the things named: the caption gives a
+    thing the answer leaves out a figure of that pattern ("a woman in a striped shirt" beside "a
+    boat with a red stripe"; dev30, flawed twice)."""
+    figure = (getLemma(word, "VERB") or ("",))[0] if word.endswith("ed") else ""
+    if figure not in _PATTERN_NOUNS:
+        return None
+    for tok in (t for t in doc if t.pos_ == "NOUN" and singular(t.lower_) == figure):
+        holder = tok.head.head if tok.dep_ == "pobj" and tok.head.lower_ == "with" else None
+        holder = next((c for c in tok.children if c.dep_ == "poss"), holder)
+        holder = holder if holder is not None and holder.pos_ in ("NOUN", "PROPN") else None
+        if holder is None or singular(holder.lower_) not in names:
+            return f"the caption also gives {holder.text if holder is not None else 'a thing'} a {tok.text}"
     return None
 
 
@@ -1240,6 +1276,17 @@ def _materials_of(doc: Any, head: str) -> set[str]:
             t.text.lower() for o in objects for t in [o, *o.conjuncts] if word_class(t.text.lower()) == "material"
         }
     return words
+
+
+def _made_part(doc: Any, head: str, given: set[str]) -> str | None:
+    """A part in a "with" phrase on the noun made of a material the answer leaves out ("a tall
+    wooden cabinet with glass doors" answered "wooden"; dev30, wrong)."""
+    for tok in (t for t in _mentions(doc, head) if t.pos_ in ("NOUN", "PROPN")):
+        for part in _with_objects(tok):
+            made = {a.lower_ for a in part.children if a.dep_ in ("amod", "compound", "nmod")}
+            if any(not class_words(w).get("material", set()) <= given for w in made if word_class(w) == "material"):
+                return part.text
+    return None
 
 
 # Nouns whose name says their shape: "What shape is the circus ring? Circular." (dev28, flawed).
@@ -1458,6 +1505,27 @@ def idle_activity(doc: Any, kind: str, facts: Sequence[SceneTuple]) -> str | Non
     return None
 
 
+def other_sense(doc: Any, kind: str, facts: Sequence[SceneTuple]) -> str | None:
+    """Why "Which thing is worn?" has no one answer: the value is a participle whose verb the
+    caption uses for another act ("worn blue canvas" beside "the boxer wears gloves": the gloves
+    are worn too; dev30, flawed twice)."""
+    if kind != "which":
+        return None
+    for word in {(f.value or "").strip().lower() for f in facts if f.kind == "attribute"}:
+        verb = (getLemma(word, "VERB") or ("",))[0]
+        if not verb or verb == word or getInflection(verb, "VBN")[:1] != (word,):
+            continue
+        acts = (t for t in doc if t.pos_ == "VERB" and t.lemma_ == verb)
+        act = next((t for t in acts if t.lower_ != word or t.dep_ not in _SAID_OF_A_THING), None)
+        if act is not None:
+            return f"the caption says {act.text!r}: 'things that are {word}' are more than the ones named"
+    return None
+
+
+# Dependencies of a participle said of a thing ("worn canvas", "the canvas is worn").
+_SAID_OF_A_THING = {"amod", "acomp", "oprd", "conj"}
+
+
 def not_its_place(doc: Any, kind: str, fact: SceneTuple) -> str | None:
     """Why a relation an existence or "around" question gives as where a thing is says something
     else (written for the dev sets' "where" pairs, since dropped: there they caught 4 of 6 wrong):
@@ -1670,6 +1738,9 @@ def target_gate(
         why = portion_name(caption_doc, name)
         if why:
             return GateVerdict("ambiguous", why)
+        why = description_of_one(caption_doc, name)
+        if why:
+            return GateVerdict("unnatural", why)
     for f in facts:
         why = (
             untrusted_relation(caption_doc, f, kind in PLACE_KINDS)
@@ -1695,6 +1766,9 @@ def target_gate(
     why = idle_activity(caption_doc, kind, facts)
     if why:
         return GateVerdict("unnatural", why)
+    why = other_sense(caption_doc, kind, facts)
+    if why:
+        return GateVerdict("ambiguous", why)
     why = incomplete(caption_doc, kind, facts, nodes)
     if why:
         return GateVerdict("incomplete", why)

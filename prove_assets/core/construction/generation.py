@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from prove_assets.core.construction.answers import reference_answer, relation_clause
-from prove_assets.core.construction.targets import Target
+from prove_assets.core.construction.gates import unasked_which
+from prove_assets.core.construction.targets import Target, which_question
 from prove_assets.core.tuples import SceneTuple
 
 if TYPE_CHECKING:
@@ -152,7 +153,10 @@ def targeted_rows(
             reason = error or "the model wrote no question for this target"
             rows.append({**base, "qa_id": f"{image_id}-t{i}-failed", "question": None, "answer": None, "error": reason})
             continue
-        pair = {"question": worded_question["question"], "answer": target_answer(target)}
+        question = worded_question["question"]
+        if target.kind == "which" and unasked_which(target.facts, question):
+            question = which_question(target)
+        pair = {"question": question, "answer": target_answer(target)}
         qid = qa_id(image_id, pair["question"])
         if qid in seen:
             rows.append({**base, "qa_id": f"{image_id}-t{i}-duplicate", "question": pair["question"],

@@ -242,9 +242,19 @@ def _describes(c: Any) -> bool:
 
 def _name(noun: Any) -> str:
     parts = [c for c in noun.children if c.i < noun.i and _names_part(c)]
+    # "a white road train truck": a compound of the compound names the thing too ("road train"
+    # is the kind; dev30: "the train truck", flawed).
+    parts = sorted({t for c in parts for t in _compound_chain(c)}, key=lambda t: t.i)
     if _writing_read_as_noun(noun) and parts:  # "a label reading/NN \"...\"" is a label
         return " ".join(t.text.lower() for t in parts)
     return " ".join(t.text.lower() for t in [*parts, noun])
+
+
+def _compound_chain(part: Any) -> list[Any]:
+    """A name's modifier with the compound nouns before it that name it in turn ("road" of
+    "road train")."""
+    nested = [c for c in part.children if c.i < part.i and c.dep_ == "compound" and _names_part(c)]
+    return [t for c in nested for t in _compound_chain(c)] + [part]
 
 
 def _writing_read_as_noun(tok: Any) -> bool:

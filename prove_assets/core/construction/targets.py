@@ -105,6 +105,7 @@ INSTRUCTIONS = {
 # A value one thing has ("Which thing in this picture is red?").
 ONE_THING_WHICH = "Ask which thing in the picture is {value}."
 
+
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 
 
@@ -139,6 +140,15 @@ class Target:
         if self.place is None or self.kind == "compare":
             return self.program
         return with_context(self.program, self.place)
+
+
+def which_question(target: Target) -> str:
+    """A "which things" question in fixed words, for a wording that asks something else: about one
+    time in five the wording model names the one thing its facts give ("What color is the sky?"
+    for "which thing is blue?") or asks no which question (dev24-30: 93 of 498 which wordings),
+    though the target is sound."""
+    one = len(target.facts) == 1 and not plural(target.facts[0].entity)
+    return f"Which of the things in this picture {'is' if one else 'are'} {target.facts[0].value}?"
 
 
 def _plural_count(value: str) -> bool:
