@@ -1298,3 +1298,13 @@ def test_a_which_wording_that_asks_about_its_answer_gets_the_which_question_in_f
     assert rows[1]["question"] == "Which of the things in this picture are red?"
     asked = ({"question": "What is the red thing in this picture?"}, "c2", None)
     assert targeted_rows("img", [one], [asked], [None])[0]["question"] == "What is the red thing in this picture?"
+
+
+@needs_parser
+def test_a_name_of_several_nouns_and_an_excepted_thing_give_no_value() -> None:
+    """Hand-written in the pattern of a dev26 pair ("an ice cream parlor": "the parlor is cream")
+    and a sample pair ("leaves everything except the main flower smooth": "the flower is smooth")."""
+    shop = _texts(parse_tuples_from_text("A long counter runs along the wall of an ice cream shop."))
+    assert "ice cream shop" in shop and not any(t.endswith("is cream") for t in shop)
+    blur = _texts(parse_tuples_from_text("The mist leaves everything except the tall tower soft and gray."))
+    assert "tower is tall" in blur and not {"tower is soft", "tower is gray"} & blur

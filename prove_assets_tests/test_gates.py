@@ -1388,3 +1388,11 @@ def test_a_noun_said_only_of_one_is_no_name_to_ask_by() -> None:
     assert verdict is not None and verdict.gate == "unnatural"
     plain = parsed("A black stallion grazes in a field.")
     assert target_gate(plain, ["stallion", "field"], "attribute", [attr("stallion", "color", "black")]) is None
+
+
+@needs_parser
+def test_which_things_shine_takes_in_every_word_for_a_shine() -> None:
+    # Hand-written in the pattern of a sample pair ("its shiny bowl" beside "a glossy red saucer").
+    doc = parsed("A shiny kettle stands beside a glossy black tray on the stove.")
+    verdict = target_gate(doc, ["kettle", "tray", "stove"], "which", [attr("kettle", "texture", "shiny")])
+    assert verdict is not None and verdict.gate == "incomplete"

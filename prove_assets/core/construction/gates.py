@@ -533,7 +533,13 @@ def _has_word(modifier: str, word: str) -> bool:
     """A modifier says `word`: itself, a part of a hyphenated colour ("yellow-white"), or its
     "-ish" form ("whitish")."""
     parts = re.split(r"[-\s]+", modifier)
+    if word in _SHINE and _SHINE & set(parts):
+        return True
     return word in parts or any(p in (word + "ish", word[:-1] + "ish") for p in parts)
+
+
+# Words for one look of a surface: "Which thing is shiny?" takes in a "glossy cup" (the sample).
+_SHINE = {"shiny", "glossy", "gleaming", "glistening", "polished", "lustrous", "shining", "sparkling"}
 
 
 def _several_in_caption(doc: Any, name: str) -> bool:

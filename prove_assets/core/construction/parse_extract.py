@@ -205,7 +205,7 @@ def _names_part(c: Any) -> bool:
     tagger reads as an adjective: "poplar trees"), a position adjective ("front wheel") or a
     food's kind ("lemon slices"); not a colour/material word, an adjective or a hyphenated
     modifier."""
-    if _kind_word(c) or _noun_as_modifier(c):
+    if _kind_word(c) or _noun_as_modifier(c) or _inner_compound(c):
         return True
     if c.dep_ == "amod":
         return c.text.lower() in NAME_ADJECTIVES
@@ -218,10 +218,28 @@ def _names_part(c: Any) -> bool:
     )
 
 
+def _inner_compound(c: Any) -> bool:
+    """A compound noun with a compound noun of its own before it: one name of several words ("ice
+    cream" of "an ice cream parlor": no cream-coloured parlor; dev26, wrong twice)."""
+    return (
+        c.dep_ == "compound"
+        and c.pos_ == "NOUN"
+        and any(k.dep_ == "compound" and k.pos_ == "NOUN" and k.i == c.i - 1 for k in c.children)
+    )
+
+
+def _said_of_an_exception(c: Any) -> bool:
+    """An adjective after a noun the sentence excepts ("leaves everything except the main flower
+    smooth"): the parser hangs the verb's complement on the noun, which is the one thing it is
+    not said of (the sample: "The flower is smooth", wrong twice)."""
+    noun = c.head
+    return c.i > noun.i and noun.dep_ == "pobj" and noun.head.lower_ in ("except", "but", "besides")
+
+
 def _describes(c: Any) -> bool:
     """A modifier that is an attribute of the thing: an adjective ("glossy"), or a colour,
     material or adjective the tagger put in a compound ("navy cap", "pale lake")."""
-    if _kind_word(c) or _noun_as_modifier(c):
+    if _kind_word(c) or _noun_as_modifier(c) or _inner_compound(c) or _said_of_an_exception(c):
         return False
     if c.dep_ == "amod":
         return (
