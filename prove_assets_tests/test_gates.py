@@ -1396,3 +1396,12 @@ def test_which_things_shine_takes_in_every_word_for_a_shine() -> None:
     doc = parsed("A shiny kettle stands beside a glossy black tray on the stove.")
     verdict = target_gate(doc, ["kettle", "tray", "stove"], "which", [attr("kettle", "texture", "shiny")])
     assert verdict is not None and verdict.gate == "incomplete"
+
+
+def test_a_material_and_its_class_are_one_material_said_twice() -> None:
+    # Hand-written in the pattern of a dev31 pair ("metal buckets" that are "galvanized steel").
+    facts = [attr("pails", "material", "metal"), attr("pails", "material", "steel")]
+    verdict = target_gate(None, ["pails"], "attribute", facts)
+    assert verdict is not None and verdict.gate == "unnatural"
+    two = [attr("chair", "material", "wood"), attr("chair", "material", "steel")]
+    assert target_gate(None, ["chair"], "attribute", two) is None

@@ -1532,6 +1532,21 @@ def other_sense(doc: Any, kind: str, facts: Sequence[SceneTuple]) -> str | None:
 _SAID_OF_A_THING = {"amod", "acomp", "oprd", "conj"}
 
 
+def material_twice(facts: Sequence[SceneTuple]) -> str | None:
+    """Why "The buckets are made of metal and steel" reads as two materials: one value is the
+    other's class (the caption's "metal buckets" and "galvanized steel"; dev31, flawed twice)."""
+    made: dict[str, set[str]] = {}
+    for f in facts:
+        if f.kind == "attribute" and f.attribute_type == "material":
+            made.setdefault(f.entity, set()).add((f.value or "").strip().lower())
+    for entity, values in made.items():
+        for value in sorted(values):
+            wider = class_words(value).get("material", set()) & (values - {value})
+            if wider:
+                return f"the answer gives the {entity} both {sorted(wider)[0]} and {value}: one material twice"
+    return None
+
+
 def not_its_place(doc: Any, kind: str, fact: SceneTuple) -> str | None:
     """Why a relation an existence or "around" question gives as where a thing is says something
     else (written for the dev sets' "where" pairs, since dropped: there they caught 4 of 6 wrong):
@@ -1715,6 +1730,9 @@ def target_gate(
     why = trivial(kind, facts, parts or set())
     if why:
         return GateVerdict("trivial", why)
+    why = material_twice(facts)
+    if why:
+        return GateVerdict("unnatural", why)
     if caption_doc is None:
         return None
     for name in _names_asked(kind, facts):

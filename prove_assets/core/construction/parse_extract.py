@@ -221,19 +221,25 @@ def _names_part(c: Any) -> bool:
 def _inner_compound(c: Any) -> bool:
     """A compound noun with a compound noun of its own before it: one name of several words ("ice
     cream" of "an ice cream parlor": no cream-coloured parlor; dev26, wrong twice)."""
-    return (
-        c.dep_ == "compound"
-        and c.pos_ == "NOUN"
-        and any(k.dep_ == "compound" and k.pos_ == "NOUN" and k.i == c.i - 1 for k in c.children)
-    )
+    if c.dep_ != "compound" or c.pos_ != "NOUN":
+        return False
+    # "cream cheese frosting/VBG": the name's last noun read as a verb leaves "cream cheese" (dev31).
+    misread_head = c.head.dep_ == "compound" and c.head.head.pos_ == "VERB"
+    return misread_head or any(k.dep_ == "compound" and k.pos_ == "NOUN" and k.i == c.i - 1 for k in c.children)
 
 
 def _said_of_an_exception(c: Any) -> bool:
-    """An adjective after a noun the sentence excepts ("leaves everything except the main flower
-    smooth"): the parser hangs the verb's complement on the noun, which is the one thing it is
-    not said of (the sample: "The flower is smooth", wrong twice)."""
+    """An adjective after a noun that is no description of it: the parser hangs a verb's
+    complement on the noun. The noun a sentence excepts ("leaves everything except the main
+    flower smooth": the one thing it is not said of; the sample, wrong twice), or what a person
+    holds so ("holds the side of the box steady": a grip, not the box; dev31, wrong and flawed)."""
     noun = c.head
-    return c.i > noun.i and noun.dep_ == "pobj" and noun.head.lower_ in ("except", "but", "besides")
+    if c.dep_ != "amod" or c.i < noun.i:
+        return False
+    if noun.dep_ == "pobj" and noun.head.lower_ in ("except", "but", "besides"):
+        return True
+    obj = noun.head.head if noun.dep_ == "pobj" and noun.head.lower_ == "of" else noun
+    return obj.dep_ == "dobj" and obj.head.lemma_ in ("hold", "keep")
 
 
 def _describes(c: Any) -> bool:
@@ -404,7 +410,11 @@ def _misread_verb(tok: Any) -> bool:
         between = tok.doc[dets[0].i + 1 : tok.i]
         one_phrase = all(t.dep_ in ("amod", "compound", "punct") and t.tag_ != "CD" and t.lower_ not in _QUANTITY
                          for t in between)  # fmt: skip
-        if one_phrase and tok.nbor(-1).dep_ in ("compound", "amod") and tok.nbor(-1).pos_ != "ADJ":
+        before = tok.nbor(-1)
+        # "a yellow streetlight/JJ glows/NNS": after a noun the tagger read as an adjective, a
+        # word English has only as a verb (dev31: "The glows are yellow", flawed twice).
+        verb_only = "NOUN" not in getAllLemmas(tok.lower_) and "VERB" in getAllLemmas(tok.lower_)
+        if one_phrase and before.dep_ in ("compound", "amod") and (before.pos_ != "ADJ" or verb_only):
             return True
     if _verb_of_verbless_sentence(tok):
         return True
@@ -422,8 +432,16 @@ def _verb_of_verbless_sentence(tok: Any) -> bool:
     sent = tok.sent
     root = sent.root
     nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
+    # "A tape measure, a pencil and a small metal square lie/NN on the bench": a list's verb in its
+    # plain form, read as the last item after that item's own noun (dev26, dev31: "the lie").
+    plain = (
+        tok.tag_ == "NN"
+        and tok.dep_ == "conj"
+        and tok.lower_ in getAllLemmas(tok.lower_).get("VERB", ())
+        and "NOUN" in getAllLemmas(tok.nbor(-1).lower_)
+    )
     return (
-        tok.tag_ == "NNS"
+        (tok.tag_ == "NNS" or plain)
         and nxt is not None
         and nxt.pos_ == "ADP"
         and root.tag_ == "NN"
