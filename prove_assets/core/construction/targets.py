@@ -105,7 +105,6 @@ INSTRUCTIONS = {
 # A value one thing has ("Which thing in this picture is red?").
 ONE_THING_WHICH = "Ask which thing in the picture is {value}."
 
-
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 
 
