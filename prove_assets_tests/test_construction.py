@@ -1247,7 +1247,7 @@ def test_the_which_questions_planned_per_image_are_capped_by_their_own_setting()
     tuples = parse_tuples({"attributes": [[t, "color", c] for c, t in zip(colours, things, strict=True)]})
     sg = SceneGraph.from_tuples(caption, tuples)
     assert len(candidate_targets(sg, which_min=1)["which"]) == 6
-    for cap in (2, 6):
+    for cap in (0, 2, 6):  # 0 asks none (it used to fall back to `max_per_kind`)
         assert sum(t.kind == "which" for t in plan_targets(sg, 24, which_min=1, which_max=cap)) == cap
 
 

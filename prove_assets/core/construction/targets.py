@@ -634,13 +634,14 @@ def plan_targets(
     taken = dict.fromkeys(KINDS, 0)
     # "What color is ...?" would be most of a photo's questions where it has many coloured things.
     per_type: dict[str, int] = {}
+    which_cap = max_per_kind if which_max is None else which_max  # 0 plans no which question
 
     def take(limit: int, accept: Callable[[Target], bool]) -> None:
         progress = True
         while len(chosen) < limit and progress:
             progress = False
             for kind in (k for k in KINDS if k in kinds):
-                cap = {"absent": 1, "which": which_max or max_per_kind}.get(kind, max_per_kind)
+                cap = {"absent": 1, "which": which_cap}.get(kind, max_per_kind)
                 for t in list(pools[kind]):
                     if taken[kind] >= cap or len(chosen) >= limit:
                         break
