@@ -1139,7 +1139,7 @@ def _pattern_elsewhere(doc: Any, word: str, names: set[str]) -> str | None:
     """Why "Which things are striped?" is not answered by the things named: the caption gives a
     thing the answer leaves out a figure of that pattern ("a woman in a striped shirt" beside "a
     boat with a red stripe"; dev30, flawed twice)."""
-    figure = (getLemma(word, "VERB") or ("",))[0] if word.endswith("ed") else ""
+    figure = _verb_lemma(word) if word.endswith("ed") else ""
     if figure not in _PATTERN_NOUNS:
         return None
     for tok in (t for t in doc if t.pos_ == "NOUN" and singular(t.lower_) == figure):
@@ -1149,6 +1149,12 @@ def _pattern_elsewhere(doc: Any, word: str, names: set[str]) -> str | None:
         if holder is None or singular(holder.lower_) not in names:
             return f"the caption also gives {holder.text if holder is not None else 'a thing'} a {tok.text}"
     return None
+
+
+def _verb_lemma(word: str) -> str:
+    """The verb a word is a form of in lemminflect's lexicon ("striped" -> "stripe", "worn" ->
+    "wear"), or ""."""
+    return (getLemma(word, "VERB") or ("",))[0]
 
 
 def _comparatives(word: str) -> set[str]:
@@ -1518,7 +1524,7 @@ def other_sense(doc: Any, kind: str, facts: Sequence[SceneTuple]) -> str | None:
     if kind != "which":
         return None
     for word in {(f.value or "").strip().lower() for f in facts if f.kind == "attribute"}:
-        verb = (getLemma(word, "VERB") or ("",))[0]
+        verb = _verb_lemma(word)
         if not verb or verb == word or getInflection(verb, "VBN")[:1] != (word,):
             continue
         acts = (t for t in doc if t.pos_ == "VERB" and t.lemma_ == verb)

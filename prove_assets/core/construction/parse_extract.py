@@ -228,7 +228,7 @@ def _inner_compound(c: Any) -> bool:
     return misread_head or any(k.dep_ == "compound" and k.pos_ == "NOUN" and k.i == c.i - 1 for k in c.children)
 
 
-def _said_of_an_exception(c: Any) -> bool:
+def _complement_on_a_noun(c: Any) -> bool:
     """An adjective after a noun that is no description of it: the parser hangs a verb's
     complement on the noun. The noun a sentence excepts ("leaves everything except the main
     flower smooth": the one thing it is not said of; the sample, wrong twice), or what a person
@@ -245,7 +245,7 @@ def _said_of_an_exception(c: Any) -> bool:
 def _describes(c: Any) -> bool:
     """A modifier that is an attribute of the thing: an adjective ("glossy"), or a colour,
     material or adjective the tagger put in a compound ("navy cap", "pale lake")."""
-    if _kind_word(c) or _noun_as_modifier(c) or _inner_compound(c) or _said_of_an_exception(c):
+    if _kind_word(c) or _noun_as_modifier(c) or _inner_compound(c) or _complement_on_a_noun(c):
         return False
     if c.dep_ == "amod":
         return (
@@ -425,10 +425,11 @@ def _misread_verb(tok: Any) -> bool:
 
 
 def _verb_of_verbless_sentence(tok: Any) -> bool:
-    """An -s word before a preposition in a sentence with no verb, whose root is one thing named
-    before it: that thing's verb ("A long bar made from dark oak runs/NNS across a room", "a flag
-    with the number printed in black hangs/NNS from the pole"; dev30: "the oak runs", "The hangs
-    and the putter are black", marked flawed and wrong twice). English has the word as a verb."""
+    """An -s word (or a list's last item in the verb's plain form) before a preposition in a
+    sentence with no verb, whose root is one thing named before it: that thing's verb ("A long bar
+    made from dark oak runs/NNS across a room", "a flag with the number printed in black hangs/NNS
+    from the pole"; dev30: "the oak runs", "The hangs and the putter are black", marked flawed and
+    wrong twice). English has the word as a verb."""
     sent = tok.sent
     root = sent.root
     nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
