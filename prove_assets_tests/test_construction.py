@@ -1218,6 +1218,21 @@ def test_a_noun_the_tagger_reads_as_an_adjective_names_a_kind_not_a_description(
 
 
 @needs_parser
+def test_a_noun_the_tagger_reads_as_a_past_tense_names_the_thing() -> None:
+    """Hand-written in the pattern of a dev31 pair ("The table base is green" of "a table saw with
+    a green metal base": "saw" read as the past of "see")."""
+    tuples = parse_tuples_from_text("Two boys stand next to a table saw with a green base.")
+    names = {t.entity for t in tuples if t.kind == "entity"}
+    assert "table saw" in names and "table" not in names
+    assert not any(t.kind == "attribute" and t.value == "green" and "table" in t.entity.split()
+                   and "saw" not in t.entity.split() for t in tuples)  # fmt: skip
+    # A past tense that is also the participle is a reduced relative clause: the cup is the thing.
+    names = {t.entity for t in parse_tuples_from_text("A woman stands next to a cup filled with tea.")
+             if t.kind == "entity"}  # fmt: skip
+    assert "cup" in names
+
+
+@needs_parser
 def test_quoted_words_belong_to_the_thing_they_are_written_on() -> None:
     """Hand-written in the pattern of dev29 pairs: "a label reading ..." named "label reading", and
     the words of a list's last item given to its first ("a tap and a label reading ...")."""

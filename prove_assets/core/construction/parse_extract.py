@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-from lemminflect import getAllLemmas
+from lemminflect import getAllLemmas, getInflection
 
 from prove_assets.core.construction.canonical import (
     FOOD_KINDS,
@@ -265,6 +265,8 @@ def _describes(c: Any) -> bool:
 
 
 def _name(noun: Any) -> str:
+    if _noun_read_as_past(noun):  # "a table saw/VBD": the noun it hangs on is its first word
+        return f"{_name(noun.head)} {noun.lower_}"
     parts = [c for c in noun.children if c.i < noun.i and _names_part(c)]
     # "a white road train truck": a compound of the compound names the thing too ("road train"
     # is the kind; dev30: "the train truck", flawed).
@@ -391,7 +393,7 @@ def _predicate_adjectives(acomp: Any) -> list[Any]:
 def _common_noun(tok: Any) -> bool:
     """A common noun: tagged so, or a proper noun written in lower case (a caption capitalises
     names; the small tagger calls some lower-case nouns in a list proper: "a red plastic bin")."""
-    return tok.pos_ == "NOUN" or (tok.pos_ == "PROPN" and tok.text.islower())
+    return tok.pos_ == "NOUN" or (tok.pos_ == "PROPN" and tok.text.islower()) or _noun_read_as_past(tok)
 
 
 def _misread_verb(tok: Any) -> bool:
@@ -655,7 +657,19 @@ def _before_misread_head(tok: Any) -> bool:
     dev28: "The sea is purple", marked wrong twice)."""
     nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
     misread = nxt is not None and nxt.pos_ == "ADJ" and nxt.text.isalpha() and noun_only(nxt.lower_)
-    return bool(tok.whitespace_) and misread
+    return bool(tok.whitespace_) and (misread or (nxt is not None and _noun_read_as_past(nxt)))
+
+
+def _noun_read_as_past(tok: Any) -> bool:
+    """A noun the tagger read as a past-tense verb hung on the noun before it ("a table saw/VBD
+    with a green base"): a past tense is no reduced relative clause unless it is also the past
+    participle ("a cup filled with tea"), and "saw" is not "seen" or "sawn" (dev31: "The table base
+    is green", marked wrong and flawed)."""
+    if tok.tag_ != "VBD" or tok.dep_ != "acl" or tok.head.i != tok.i - 1:
+        return False
+    lemmas = getAllLemmas(tok.lower_)
+    participles = {p for lemma in lemmas.get("VERB", ()) for p in getInflection(lemma, "VBN") or ()}
+    return tok.lower_ in lemmas.get("NOUN", ()) and tok.lower_ not in participles
 
 
 # What writing is done with: "reads 'Please ask' in black marker" names no marker in the picture
