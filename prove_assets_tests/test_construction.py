@@ -170,6 +170,15 @@ def test_duplicates_merge_across_chunks_and_within_one_when_the_text_refers_back
     assert {"espresso cup", "cup is red"} <= two
 
 
+def test_a_group_and_one_of_it_stay_two_things() -> None:
+    """Hand-written in the pattern of a dev30 pair ("three rounded arches ... the middle arch":
+    "Which thing is rounded? The middle arch", marked wrong twice)."""
+    group = parse_tuples({"entities": ["towers"], "attributes": [["towers", "shape", "square"]]})
+    one = parse_tuples({"entities": ["left tower"], "attributes": [["left tower", "color", "red"]]})
+    texts = _texts([c.tuple for c in canonicalise([group, one])[0]])
+    assert {"towers is square", "left tower is red"} <= texts and "left tower is square" not in texts
+
+
 def test_things_the_text_says_are_absent_are_dropped() -> None:
     text = "No, there is no umbrella in the picture; the boat has a sail."
     chunk = parse_tuples({"entities": ["umbrella", "boat", "sail"], "relations": [["sail", "part", "part of", "boat"]]})
@@ -1218,9 +1227,10 @@ def test_a_noun_the_tagger_reads_as_an_adjective_names_a_kind_not_a_description(
 
 
 @needs_parser
-def test_a_noun_the_tagger_reads_as_a_past_tense_names_the_thing() -> None:
+def test_a_noun_the_tagger_reads_as_a_verb_names_the_thing() -> None:
     """Hand-written in the pattern of a dev31 pair ("The table base is green" of "a table saw with
-    a green metal base": "saw" read as the past of "see")."""
+    a green metal base": "saw" read as the past of "see") and a dev30 one ("The watering is green"
+    of "a green watering can in her right hand": "can" read as a modal)."""
     tuples = parse_tuples_from_text("Two boys stand next to a table saw with a green base.")
     names = {t.entity for t in tuples if t.kind == "entity"}
     assert "table saw" in names and "table" not in names
@@ -1230,6 +1240,10 @@ def test_a_noun_the_tagger_reads_as_a_past_tense_names_the_thing() -> None:
     names = {t.entity for t in parse_tuples_from_text("A woman stands next to a cup filled with tea.")
              if t.kind == "entity"}  # fmt: skip
     assert "cup" in names
+    names = {t.entity for t in parse_tuples_from_text("A gardener walks down the path with a watering can in his hand.")
+             if t.kind == "entity"}  # fmt: skip
+    assert "watering can" in names and "watering" not in names
+    assert "dog" in {t.entity for t in parse_tuples_from_text("The dog can run.") if t.kind == "entity"}
 
 
 @needs_parser

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from lemminflect import getAllLemmas
 
+from prove_assets.core.construction.answers import plural
 from prove_assets.core.evaluation.strict import COLOR, MATERIAL, NUMBER, SIZE, class_words
 from prove_assets.core.text import singular, split_words
 from prove_assets.core.tuples import SceneTuple
@@ -306,6 +307,10 @@ def canonicalise(
         }
         if len(longer) == 1:
             (m,) = longer
+            # "three rounded arches ... near the middle arch": the group and one of it, two things
+            # (dev30: "Which thing is rounded? The middle arch", marked wrong twice).
+            if plural(n) and not plural(m):
+                continue
             if _named_back(n, m, " ".join(texts)):
                 shortened[m] = n
             elif first_chunk[m] != first_chunk[n] or _refers_back(n, m, texts[first_chunk[n]] if texts else ""):

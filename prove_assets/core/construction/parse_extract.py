@@ -265,8 +265,8 @@ def _describes(c: Any) -> bool:
 
 
 def _name(noun: Any) -> str:
-    if _noun_read_as_past(noun):  # "a table saw/VBD": the noun it hangs on is its first word
-        return f"{_name(noun.head)} {noun.lower_}"
+    if _noun_read_as_past(noun):  # "a table saw/VBD": the noun before it is its first word
+        return f"{_name(noun.doc[noun.i - 1])} {noun.lower_}"
     parts = [c for c in noun.children if c.i < noun.i and _names_part(c)]
     # "a white road train truck": a compound of the compound names the thing too ("road train"
     # is the kind; dev30: "the train truck", flawed).
@@ -661,10 +661,16 @@ def _before_misread_head(tok: Any) -> bool:
 
 
 def _noun_read_as_past(tok: Any) -> bool:
-    """A noun the tagger read as a past-tense verb hung on the noun before it ("a table saw/VBD
-    with a green base"): a past tense is no reduced relative clause unless it is also the past
-    participle ("a cup filled with tea"), and "saw" is not "seen" or "sawn" (dev31: "The table base
-    is green", marked wrong and flawed)."""
+    """A noun the tagger read as a verb right after the noun it hangs on, the compound's first
+    word: a past tense as a reduced relative clause that is not also the past participle ("a
+    table saw/VBD with a green base": "saw" is not "seen" or "sawn"; dev31: "The table base is
+    green", marked wrong and flawed), or a modal with no verb after it ("a green watering can/MD
+    in her hand"; dev30: "The watering is green", flawed twice)."""
+    if tok.i == 0 or not tok.doc[tok.i - 1].pos_ == "NOUN":
+        return False
+    nxt = tok.doc[tok.i + 1] if tok.i + 1 < len(tok.doc) else None
+    if tok.tag_ == "MD":
+        return "NOUN" in getAllLemmas(tok.lower_) and (nxt is None or nxt.pos_ in ("ADP", "PUNCT", "CCONJ"))
     if tok.tag_ != "VBD" or tok.dep_ != "acl" or tok.head.i != tok.i - 1:
         return False
     lemmas = getAllLemmas(tok.lower_)
