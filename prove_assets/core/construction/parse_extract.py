@@ -666,7 +666,7 @@ def _noun_read_as_past(tok: Any) -> bool:
     table saw/VBD with a green base": "saw" is not "seen" or "sawn"; dev31: "The table base is
     green", marked wrong and flawed), or a modal with no verb after it ("a green watering can/MD
     in her hand"; dev30: "The watering is green", flawed twice)."""
-    if tok.i == 0 or not tok.doc[tok.i - 1].pos_ == "NOUN":
+    if tok.i == 0 or tok.doc[tok.i - 1].pos_ != "NOUN":
         return False
     nxt = tok.doc[tok.i + 1] if tok.i + 1 < len(tok.doc) else None
     if tok.tag_ == "MD":
