@@ -993,6 +993,9 @@ def test_a_writing_medium_is_no_thing() -> None:
     read = _texts(parse_tuples_from_text('A paper sign reads "Ask before borrowing tools" in black marker.'))
     assert "sign" in read and not {t for t in read if t.startswith("marker")}
     assert "marker is black" in _texts(parse_tuples_from_text("A black marker lies on the desk."))
+    # Hand-written in a dev31 pair's pattern ("its name handwritten in black ink": "The ink is black").
+    tag = _texts(parse_tuples_from_text("A paper tag hangs from the jar with the date handwritten in blue ink."))
+    assert "tag" in tag and not {t for t in tag if t.startswith("ink")}
 
 
 def test_an_attribute_instruction_agrees_with_a_plural_name() -> None:
