@@ -1247,6 +1247,14 @@ def test_a_noun_the_tagger_reads_as_a_verb_names_the_thing() -> None:
              if t.kind == "entity"}  # fmt: skip
     assert "watering can" in names and "watering" not in names
     assert "dog" in {t.entity for t in parse_tuples_from_text("The dog can run.") if t.kind == "entity"}
+    # dev32's patterns: a plural's verb read as the head of a compound ("bookshelves line/NN both
+    # walls"), a verb read as the object of a colouring ("columns painted dark blue stand/NN between").
+    names = {t.entity for t in parse_tuples_from_text("Low white bookshelves line both walls, filled with toys.")
+             if t.kind == "entity"}  # fmt: skip
+    assert "bookshelves" in names and "bookshelves line" not in names
+    names = {t.entity for t in parse_tuples_from_text("Three wooden posts painted bright red stand along the path.")
+             if t.kind == "entity"}  # fmt: skip
+    assert "posts" in names and "stand" not in names
 
 
 @needs_parser

@@ -1361,6 +1361,30 @@ def test_a_material_answer_leaving_out_a_part_of_another_material_is_incomplete(
 
 
 @needs_parser
+def test_an_owner_tells_two_things_of_one_name_apart() -> None:
+    # Hand-written in the pattern of a dev32 pair ("a white short-sleeved chef's jacket" beside "a
+    # dark green jacket": "What color is the jacket? Dark green", flawed twice).
+    doc = parsed("A nurse wears a pale green surgeon's gown while a man in the corner wears a blue gown.")
+    verdict = target_gate(doc, ["nurse", "gown", "man", "corner"], "attribute", [attr("gown", "color", "blue")])
+    assert verdict is not None and verdict.gate == "ambiguous"
+    one = parsed("A nurse wears a pale green surgeon's gown while a man in the corner reads.")
+    assert (
+        target_gate(one, ["nurse", "gown", "man", "corner"], "attribute", [attr("gown", "color", "pale green")]) is None
+    )
+
+
+@needs_parser
+def test_a_name_that_only_says_another_one_is_unnatural() -> None:
+    # Hand-written in the pattern of a dev32 pair ("one a green road bike ... and the other a yellow
+    # city bike": "The other city bike is yellow", flawed twice).
+    doc = parsed("Two kayaks rest on the sand, one a red sea kayak and the other a yellow river kayak.")
+    verdict = target_gate(
+        doc, ["kayaks", "sand", "other river kayak"], "which", [attr("other river kayak", "color", "yellow")]
+    )
+    assert verdict is not None and verdict.gate == "unnatural"
+
+
+@needs_parser
 def test_which_things_have_a_pattern_takes_in_a_figure_of_it_on_another_thing() -> None:
     # Hand-written in the pattern of a dev30 pair (a striped shirt beside a boat with a red stripe).
     doc = parsed("A man in a spotted tie stands beside a white van with a large blue spot on its door.")

@@ -660,7 +660,11 @@ def introductions(doc: Any, head: str) -> list[Any]:
 
 
 def _described_by(tok: Any) -> set[str]:
-    return {c.lower_ for c in tok.children if c.dep_ == "amod"}
+    """A mention's adjectives, and its owner with the owner's ("a white short-sleeved chef's
+    jacket" beside "a dark green jacket": two jackets; dev32, flawed twice)."""
+    owners = [c for c in tok.children if c.dep_ == "poss" and c.pos_ in ("NOUN", "PROPN")]
+    words = {c.lower_ for t in (tok, *owners) for c in t.children if c.dep_ == "amod"}
+    return words | {o.lower_ for o in owners}
 
 
 def different_things(doc: Any, head: str) -> tuple[Any, Any] | None:
@@ -1771,6 +1775,10 @@ def target_gate(
         why = description_of_one(caption_doc, name)
         if why:
             return GateVerdict("unnatural", why)
+        # "one a green road bike ... and the other a yellow city bike": "the other city bike" says
+        # only that it is not the first (dev32, flawed twice).
+        if set(split_words(name)) & {"other", "another"}:
+            return GateVerdict("unnatural", f"'the {name}' names a thing only as another one")
     for f in facts:
         why = (
             untrusted_relation(caption_doc, f, kind in PLACE_KINDS)

@@ -423,7 +423,38 @@ def _misread_verb(tok: Any) -> bool:
     if tok.dep_ == "ROOT" and not any(t.pos_ in ("VERB", "AUX") for t in tok.sent):
         # A sentence has a verb: a root noun after a compound is it ("its loop handle points left").
         return any(c.dep_ == "compound" and c.i < tok.i for c in tok.children)
+    if _verb_after_a_colouring(tok):
+        return True
+    finite = any(t.tag_ in ("VBZ", "VBP", "VBD", "MD") for t in tok.sent)
+    if tok.dep_ == "ROOT" and tok.tag_ == "NN" and not finite and "VERB" in getAllLemmas(tok.lower_):
+        # "Tall wooden bookshelves line/NN both walls, filled with books": a plural right before
+        # a root noun is its subject, not a compound (dev32: "The bookshelves line is wooden").
+        return any(c.dep_ == "compound" and c.tag_ == "NNS" and c.i == tok.i - 1 for c in tok.children)
     return tok.dep_ == "conj" and tok.head.pos_ in ("VERB", "AUX")
+
+
+# Verbs whose complement is a colour: "painted dark blue" takes no object after the colour.
+_COLOURING = {"paint", "color", "colour", "stain", "dye", "tint"}
+
+
+def _verb_after_a_colouring(tok: Any) -> bool:
+    """A plural subject's verb the tagger made the object of the colouring participle before it:
+    "Two steel columns painted dark blue stand/NN between the passengers" (dev32: "The stand is
+    blue", wrong twice). Only a bare noun after colour words alone, before a preposition."""
+    verb = tok.head
+    between = tok.doc[verb.i + 1 : tok.i]
+    nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
+    return (
+        tok.dep_ == "dobj"
+        and tok.tag_ == "NN"
+        and verb.lemma_.lower() in _COLOURING
+        and bool(between)
+        and all(t.dep_ == "amod" and (_colour_part(t) or t.lower_ in INTENSITY) for t in between)
+        and nxt is not None
+        and nxt.pos_ == "ADP"
+        and "VERB" in getAllLemmas(tok.lower_)
+        and any(c.dep_ == "nsubj" and c.tag_ == "NNS" for c in verb.children)
+    )
 
 
 def _verb_of_verbless_sentence(tok: Any) -> bool:
