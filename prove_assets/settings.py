@@ -134,7 +134,7 @@ class Settings:
         "value (\"Which thing in this picture is red?\", a whole-scene question); `2` asks only lists", int,
     )  # fmt: skip
     qa_which_max: int = env(
-        "PROVE_QA_WHICH_MAX", 5, "most `which` questions planned per image (the other kinds: 5 each); a which "
+        "PROVE_QA_WHICH_MAX", 8, "most `which` questions planned per image (the other kinds: 5 each); a which "
         "program reads every thing, so these are the complex questions", int,
     )  # fmt: skip
     qa_word_gated: bool = env(
