@@ -265,7 +265,7 @@ def _describes(c: Any) -> bool:
 
 
 def _name(noun: Any) -> str:
-    if _noun_read_as_past(noun):  # "a table saw/VBD": the noun before it is its first word
+    if _noun_read_as_verb(noun):  # "a table saw/VBD", "a watering can/MD": the noun before is its first word
         return f"{_name(noun.doc[noun.i - 1])} {noun.lower_}"
     parts = [c for c in noun.children if c.i < noun.i and _names_part(c)]
     # "a white road train truck": a compound of the compound names the thing too ("road train"
@@ -393,7 +393,7 @@ def _predicate_adjectives(acomp: Any) -> list[Any]:
 def _common_noun(tok: Any) -> bool:
     """A common noun: tagged so, or a proper noun written in lower case (a caption capitalises
     names; the small tagger calls some lower-case nouns in a list proper: "a red plastic bin")."""
-    return tok.pos_ == "NOUN" or (tok.pos_ == "PROPN" and tok.text.islower()) or _noun_read_as_past(tok)
+    return tok.pos_ == "NOUN" or (tok.pos_ == "PROPN" and tok.text.islower()) or _noun_read_as_verb(tok)
 
 
 def _misread_verb(tok: Any) -> bool:
@@ -688,10 +688,10 @@ def _before_misread_head(tok: Any) -> bool:
     dev28: "The sea is purple", marked wrong twice)."""
     nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
     misread = nxt is not None and nxt.pos_ == "ADJ" and nxt.text.isalpha() and noun_only(nxt.lower_)
-    return bool(tok.whitespace_) and (misread or (nxt is not None and _noun_read_as_past(nxt)))
+    return bool(tok.whitespace_) and (misread or (nxt is not None and _noun_read_as_verb(nxt)))
 
 
-def _noun_read_as_past(tok: Any) -> bool:
+def _noun_read_as_verb(tok: Any) -> bool:
     """A noun the tagger read as a verb right after the noun it hangs on, the compound's first
     word: a past tense as a reduced relative clause that is not also the past participle ("a
     table saw/VBD with a green base": "saw" is not "seen" or "sawn"; dev31: "The table base is
