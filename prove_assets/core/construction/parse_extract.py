@@ -449,7 +449,7 @@ def _verb_after_a_colouring(tok: Any) -> bool:
         and tok.tag_ == "NN"
         and verb.lemma_.lower() in _COLOURING
         and bool(between)
-        and all(t.dep_ == "amod" and (_colour_part(t) or t.lower_ in INTENSITY) for t in between)
+        and all(t.dep_ == "amod" and _colour_part(t) for t in between)
         and nxt is not None
         and nxt.pos_ == "ADP"
         and "VERB" in getAllLemmas(tok.lower_)
