@@ -491,7 +491,7 @@ def test_a_target_the_gates_doom_is_not_worded_but_kept_as_a_row() -> None:
     from prove_assets.core.requests import LLMResult
     from prove_assets.settings import Settings
 
-    caption = "A round hoop hangs on a hook beside a red bicycle. A bowl with a red band sits on a white shelf."
+    caption = "A hoop hangs on a hook beside a red bicycle. A bowl with a red band sits on a white shelf."
     sg = SceneGraph.from_tuples(caption, parse_tuples_from_text(caption))
     graphs = pd.DataFrame([{"image_id": "img", "scene_graph": sg.to_json(), "error": None}])
     settings = Settings.from_env()

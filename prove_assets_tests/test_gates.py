@@ -23,6 +23,7 @@ from prove_assets.core.construction.gates import (
     kind_of_several,
     likeness_name,
     modifier_words,
+    name_word_value,
     not_its_place,
     one_of_several,
     part_value,
@@ -1247,6 +1248,26 @@ def test_a_value_said_of_what_a_thing_does_is_not_how_it_looks() -> None:
 
 
 @needs_parser
+def test_a_describing_word_said_only_right_before_its_noun_may_name_a_kind_of_thing() -> None:
+    # Hand-written in dev24-32's patterns: "a flat cap", "a white hard hat", "a red spoke wrench"
+    # name kinds of cap, hat and wrench; nothing in the grammar tells them from "a round table".
+    doc = parsed("An old man in a gray flat cap leans on a white hard hat beside a red spoke wrench.")
+    assert "may name the kind of cap" in (name_word_value(doc, attr("cap", "shape", "flat")) or "")
+    assert name_word_value(doc, attr("hat", "texture", "hard")) is not None
+    assert name_word_value(doc, attr("wrench", "shape", "spoke")) is not None
+    verdict = target_gate(doc, ["man", "cap", "hat", "wrench"], "which", [attr("cap", "shape", "flat")])
+    assert verdict is not None and verdict.verdict == "filtered_untrusted"
+    # Said anywhere else of the thing, it is its look; a colour, a material or a participle
+    # ("padded", a state) before the noun is a description.
+    doc = parsed("A round table stands by the door; the table is round and low. A padded seat and a "
+                 "wooden box sit on a black rug.")  # fmt: skip
+    assert name_word_value(doc, attr("table", "shape", "round")) is None
+    assert name_word_value(doc, attr("seat", "texture", "padded")) is None
+    assert name_word_value(doc, attr("box", "material", "wooden")) is None
+    assert name_word_value(doc, attr("rug", "color", "black")) is None
+
+
+@needs_parser
 def test_a_kind_word_does_not_tell_a_thing_from_others_of_its_kind() -> None:
     # Hand-written in dev26's pattern: every container on the deck is a cargo container to a reader.
     doc = parsed("A single red cargo container hangs from the crane. Rows of containers in red and blue fill the "
@@ -1417,7 +1438,8 @@ def test_a_noun_said_only_of_one_is_no_name_to_ask_by() -> None:
 @needs_parser
 def test_which_things_shine_takes_in_every_word_for_a_shine() -> None:
     # Hand-written in the pattern of a sample pair ("its shiny bowl" beside "a glossy red saucer").
-    doc = parsed("A shiny kettle stands beside a glossy black tray on the stove.")
+    # (The kettle's shine is said after its noun: right before it, it might name a kind of kettle.)
+    doc = parsed("A kettle, shiny and new, stands beside a glossy black tray on the stove.")
     verdict = target_gate(doc, ["kettle", "tray", "stove"], "which", [attr("kettle", "texture", "shiny")])
     assert verdict is not None and verdict.gate == "incomplete"
 
