@@ -1265,6 +1265,11 @@ def test_a_describing_word_said_only_right_before_its_noun_may_name_a_kind_of_th
     assert name_word_value(doc, attr("seat", "texture", "padded")) is None
     assert name_word_value(doc, attr("box", "material", "wooden")) is None
     assert name_word_value(doc, attr("rug", "color", "black")) is None
+    # A word before another describing word describes ("leafy green treetops"), and so does an
+    # irregular participle ("a worn table").
+    doc = parsed("Its leafy green treetops sway over a worn table.")
+    assert name_word_value(doc, attr("treetops", "texture", "leafy")) is None
+    assert name_word_value(doc, attr("table", "state", "worn")) is None
 
 
 @needs_parser

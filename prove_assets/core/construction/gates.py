@@ -36,7 +36,7 @@ from typing import Any
 
 from lemminflect import getInflection, getLemma
 
-from prove_assets.core.construction.answers import plural
+from prove_assets.core.construction.answers import IRREGULAR_PARTICIPLES, plural
 from prove_assets.core.construction.canonical import name_key, word_class
 from prove_assets.core.construction.parse_extract import (
     CLARITY,
@@ -799,16 +799,17 @@ def name_word_value(doc: Any, fact: SceneTuple) -> str | None:
     it is the one word right before the thing's noun ("a flat cap", "a white hard hat", "square
     knots", "a red spoke wrench"), where English puts the words that name a kind of thing; the
     parser cannot tell those from a look ("a round table"). Colours and materials aside, and
-    participles ("padded", "curved": a state). Dev24-32 at the forty-second session's code: 13 of
+    participles ("padded", "worn": a state). Dev24-32 at the forty-second session's code: 13 of
     the 73 kept pairs it drops were marked bad (18%), against 46 of the 1,489 it keeps (3.1%)."""
     if fact.kind != "attribute" or fact.attribute_type in ("color", "material", "count", "text rendering"):
         return None
     word, head = (_words(fact.value or "") or [""])[-1], _head(fact.entity)
-    if word.endswith("ed"):  # a participle tells a state ("padded", "curved"), not a kind
+    if word.endswith("ed") or word in IRREGULAR_PARTICIPLES:  # a state ("padded", "worn"), not a kind
         return None
-    uses = [t for t in doc if t.lower_ == word and _said_of(t, head)]
-    if uses and all(t.dep_ in ("amod", "compound") and t.head.i == t.i + 1 for t in uses):
-        return f"the caption says {word!r} only right before '{uses[0].head.text}': it may name the kind of {head}"
+    nouns = [(t, noun) for t in doc if t.lower_ == word for noun in [_described_noun(t)] if noun is not None]
+    uses = [(t, noun) for t, noun in nouns if singular(noun.lower_) == head]
+    if uses and all(t.dep_ in ("amod", "compound") and noun.i == t.i + 1 for t, noun in uses):
+        return f"the caption says {word!r} only right before '{uses[0][1].text}': it may name the kind of {head}"
     return None
 
 
