@@ -306,9 +306,18 @@ def test_dagster_ui_in_chromium(instance, scripted_llm, prove_home):
 
             # explorer: a figure from its markdown metadata renders as an inline image.
             page.goto(f"{base}/assets/explorer")
-            page.locator("tr", has_text="plot_ht_tradeoff").get_by_text("Show Markdown").click()
             figure = page.locator("img[src^='data:image/png']").first
-            expect(figure).to_be_visible()
+            # On a loaded 2-core machine the UI can take a click before its table is live and drop
+            # it (no dialog opens; seen once in a fresh clone's `make test`): click again, not wait.
+            for attempt in range(3):
+                page.locator("tr", has_text="plot_ht_tradeoff").get_by_text("Show Markdown").click()
+                try:
+                    expect(figure).to_be_visible(timeout=UI_TIMEOUT_MS // 3)
+                    break
+                except AssertionError:
+                    if attempt == 2:
+                        raise
+                    page.keyboard.press("Escape")
             assert figure.evaluate("e => e.naturalWidth") > 100
 
             # The explorer page itself, opened from disk at one QA pair's anchor.

@@ -806,8 +806,8 @@ def name_word_value(doc: Any, fact: SceneTuple) -> str | None:
     word, head = (_words(fact.value or "") or [""])[-1], _head(fact.entity)
     if word.endswith("ed") or word in IRREGULAR_PARTICIPLES:  # a state ("padded", "worn"), not a kind
         return None
-    nouns = [(t, noun) for t in doc if t.lower_ == word for noun in [_described_noun(t)] if noun is not None]
-    uses = [(t, noun) for t, noun in nouns if singular(noun.lower_) == head]
+    uses = [(t, noun) for t in doc if t.lower_ == word for noun in [_described_noun(t)]
+            if noun is not None and singular(noun.lower_) == head]  # fmt: skip
     if uses and all(t.dep_ in ("amod", "compound") and noun.i == t.i + 1 for t, noun in uses):
         return f"the caption says {word!r} only right before '{uses[0][1].text}': it may name the kind of {head}"
     return None
