@@ -794,6 +794,10 @@ def compound_value(doc: Any, fact: SceneTuple) -> str | None:
     return None
 
 
+# Attribute types the gates on describing words (`verb_value`, `name_word_value`) leave alone.
+_NOT_DESCRIBING = ("color", "material", "count", "text rendering")
+
+
 def name_word_value(doc: Any, fact: SceneTuple) -> str | None:
     """Why a describing value may be part of the thing's name: every time the caption gives it,
     it is the one word right before the thing's noun ("a flat cap", "a white hard hat", "square
@@ -801,7 +805,7 @@ def name_word_value(doc: Any, fact: SceneTuple) -> str | None:
     parser cannot tell those from a look ("a round table"). Colours and materials aside, and
     participles ("padded", "worn": a state). Dev24-32 at the forty-second session's code: 13 of
     the 73 kept pairs it drops were marked bad (18%), against 46 of the 1,489 it keeps (3.1%)."""
-    if fact.kind != "attribute" or fact.attribute_type in ("color", "material", "count", "text rendering"):
+    if fact.kind != "attribute" or fact.attribute_type in _NOT_DESCRIBING:
         return None
     word, head = (_words(fact.value or "") or [""])[-1], _head(fact.entity)
     if word.endswith("ed") or word in IRREGULAR_PARTICIPLES:  # a state ("padded", "worn"), not a kind
@@ -823,7 +827,7 @@ def verb_value(doc: Any, fact: SceneTuple) -> str | None:
     does or how it is fixed: the complement of another verb ("a child's hand presses flat against
     the glass", "holding his hand out flat"), or a participle with its own place phrase ("a bag is
     strapped to the rear rack"; dev26: 2 of 2 such kept pairs marked flawed by one pass or two)."""
-    if fact.kind != "attribute" or fact.attribute_type in ("color", "material", "count", "text rendering"):
+    if fact.kind != "attribute" or fact.attribute_type in _NOT_DESCRIBING:
         return None
     word, head = (_words(fact.value or "") or [""])[-1], _head(fact.entity)
 
