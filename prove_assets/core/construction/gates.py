@@ -1301,11 +1301,12 @@ def _possessed_colours(part: Any) -> set[str]:
 
 def _described_noun(tok: Any) -> Any | None:
     """The noun a describing word is said of: up its chain of modifiers ("dark reddish-brown
-    edges"), the subject of its verb ("the sky is blue"), or what its "in" / "on" phrase hangs on
+    edges"; past a noun that tells the next one's kind, "a square black speaker grille": the grille),
+    the subject of its verb ("the sky is blue"), or what its "in" / "on" phrase hangs on
     ("letters in blue", "white on black"); None where the parse gives none."""
     t = tok
     for _ in range(6):
-        if t is not tok and t.pos_ in ("NOUN", "PROPN"):
+        if t is not tok and t.pos_ in ("NOUN", "PROPN") and not _kind_word(t):
             return t
         if t.dep_ in ("amod", "compound", "conj", "advmod", "npadvmod", "nmod", "cc") and t.head is not t:
             t = t.head
@@ -1319,6 +1320,14 @@ def _described_noun(tok: Any) -> Any | None:
         else:
             return None
     return None
+
+
+def _kind_word(tok: Any) -> bool:
+    """A noun right before the noun it tells the kind of ("a square black speaker grille": the
+    grille is black), not a material ("a green plastic plant") nor a verb the tagger misread."""
+    after = tok.head
+    plain = after.i == tok.i + 1 and after.dep_ != "ROOT" and _plain_noun(after)
+    return tok.dep_ == "compound" and plain and word_class(tok.lower_) != "material"
 
 
 def _materials_of(doc: Any, head: str) -> set[str]:
@@ -1713,8 +1722,8 @@ def clarity_as_colour(doc: Any, fact: SceneTuple) -> str | None:
     return None
 
 
-# Looks of a surface: the grain or pattern a material shows, not a thing made of it ("wood grain
-# running across the tabletop": "What is the grain made of?"; the sample, flawed twice).
+# Looks of a surface: the grain or pattern a material shows, not a thing made of it ("oak grain
+# running along the seat": "What is the grain made of?"; the sample: 1 kept pair, flawed twice).
 _SURFACE_LOOKS = {"grain", "pattern", "texture", "finish", "sheen", "marbling", "veining", "weave"}
 
 
