@@ -26,6 +26,7 @@ from prove_assets.core.construction.gates import (
     name_word_value,
     not_its_place,
     one_of_several,
+    other_mention,
     part_value,
     plural_as_one,
     portion_name,
@@ -1496,3 +1497,26 @@ def test_a_colour_before_a_kind_noun_is_said_of_the_thing_it_names() -> None:
     # A material before the noun is not its kind: "a green plastic plant" stays green plastic.
     doc = parsed("A green plastic plant stands in the corner. Green reeds grow in the tank.")
     assert "of plant" in (incomplete(doc, "which", [attr("reeds", "color", "green")], ["plant", "reeds"]) or "")
+
+
+@needs_parser
+def test_a_value_of_a_thing_hung_on_a_misread_verb_is_that_things() -> None:
+    # Hand-written in dev34's pattern: the tagger reads "kneels" as a noun with "apron" its compound
+    # and "holding" as the worker's verb; the red apron is the worker's, not the canvas apron.
+    doc = parsed("A baker in a white apron lifts a tray, while a second worker in a red apron kneels beside the "
+                 "oven holding a peel. To the left, a woman in a black canvas apron holds a broom.")  # fmt: skip
+    assert any(t.lower_ == "apron" and t.dep_ == "compound" and t.head.lower_ == "kneels" for t in doc)
+    why = other_mention(doc, attr("canvas apron", "color", "red"))
+    assert why is not None and "not the canvas apron" in why
+    assert other_mention(doc, attr("canvas apron", "color", "black")) is None
+
+
+@needs_parser
+def test_a_question_does_not_point_at_a_thing() -> None:
+    # dev34's pattern: "this jar" is one the asker sees; a reader of the question cannot tell which.
+    facts = [attr("tag", "text rendering", '"FIGS"')]
+    verdict = wording_gate(None, ["tag", "jar"], "text", facts, "What does the tag on this jar say?",
+                           'The tag reads "FIGS".')  # fmt: skip
+    assert verdict is not None and verdict.verdict == "filtered_unnatural" and "this jar" in verdict.reason
+    assert wording_gate(None, ["tag", "jar"], "text", facts, "What does the tag in this picture say?",
+                        'The tag reads "FIGS".') is None  # fmt: skip

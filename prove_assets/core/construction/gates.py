@@ -431,7 +431,10 @@ def _glued_verb(tok: Any, owners: tuple[str, ...] = ("NOUN",)) -> bool:
     if tok.sent.root.pos_ not in ("VERB", "AUX") and (tok.dep_ == "conj" or in_with):
         return True
     owner = tok.head.head
-    return in_with and owner.pos_ in owners and owner.dep_ not in ("nsubj", "nsubjpass", "pobj", "dobj")
+    # The subject of an -ing word only is no verb's: the small parser's stand-in for the verb it
+    # lost ("a crew member in a green jacket kneels beside the dolly holding a wheel"; dev34).
+    of_verb = owner.dep_ in ("nsubj", "nsubjpass", "pobj", "dobj") and owner.head.tag_ != "VBG"
+    return in_with and owner.pos_ in owners and not of_verb
 
 
 def _names_asked(kind: str, facts: Sequence[SceneTuple]) -> list[str]:
@@ -657,7 +660,7 @@ def introductions(doc: Any, head: str) -> list[Any]:
     for tok in _mentions(doc, head):
         # "a second person in a blue shirt walks along": the tagger may hang the noun as a compound
         # on the verb after it, which then holds the phrase's article (dev26).
-        glued = tok.dep_ == "compound" and tok.head.tag_.startswith("VB")
+        glued = tok.dep_ == "compound" and (tok.head.tag_.startswith("VB") or _glued_on_verb(tok))
         if tok.pos_ not in ("NOUN", "PROPN") or tok.dep_ == "poss" or (tok.dep_ == "compound" and not glued):
             continue
         joined_after = tok.i + 1 < len(doc) and doc[tok.i + 1].text == "-" and not tok.whitespace_
@@ -888,7 +891,8 @@ def other_mention(doc: Any, fact: SceneTuple) -> str | None:
     hanging on a hook")."""
     head = _head(fact.entity)
     words = set(name_key(fact.entity)) - {head, "of", "the", "a", "an"} - _POSITION
-    mentions = [t for t in _mentions(doc, head) if t.pos_ in ("NOUN", "PROPN") and t.dep_ != "compound"]
+    mentions = [t for t in _mentions(doc, head) if t.pos_ in ("NOUN", "PROPN")
+                and (t.dep_ != "compound" or _glued_on_verb(t))]  # fmt: skip
     named = [t for t in mentions if words <= _said_before(t)]
     if not words or not named or len(named) == len(mentions):
         return None
@@ -1917,6 +1921,7 @@ def wording_gate(
         disagreeing_wording(facts, question)
         or unasked_place(kind, facts, question)
         or unanswered_type(kind, facts, question)
+        or pointed_name(question)
     )
     if why:
         return GateVerdict("unnatural", why)
@@ -1945,6 +1950,19 @@ def wording_gate(
     why = foreign_noun(caption_doc, question, _THINGS_ASKED if kind == "which" else frozenset())
     if why:
         return GateVerdict("unnatural", why)
+    return None
+
+
+_PICTURE_WORDS = {"picture", "image", "photo", "photograph", "scene"}
+
+
+def pointed_name(question: str) -> str | None:
+    """Why a question names a thing only as the asker points at it: "this" or "these" before
+    anything but the picture ("What does the label on this bottle say?" of three bottles; dev34,
+    flawed twice; dev24-33 kept: none other)."""
+    for tok in parsed(question):
+        if tok.lower_ in ("this", "these") and tok.dep_ == "det" and tok.head.lower_ not in _PICTURE_WORDS:
+            return f"the question says '{tok.text} {tok.head.text}': a thing only the asker points at"
     return None
 
 
