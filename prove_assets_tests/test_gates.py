@@ -1514,9 +1514,12 @@ def test_a_value_of_a_thing_hung_on_a_misread_verb_is_that_things() -> None:
 @needs_parser
 def test_a_question_does_not_point_at_a_thing() -> None:
     # dev34's pattern: "this jar" is one the asker sees; a reader of the question cannot tell which.
-    facts = [attr("tag", "text rendering", '"FIGS"')]
-    verdict = wording_gate(None, ["tag", "jar"], "text", facts, "What does the tag on this jar say?",
-                           'The tag reads "FIGS".')  # fmt: skip
+    # The graph places the tag on the jar, so only "this" is wrong with the wording.
+    doc = parsed('Three glass jars stand on the shelf, and a paper tag on the middle jar reads "FIGS".')
+    facts, nodes = [attr("tag", "text rendering", '"FIGS"')], ["tag", "jar", "shelf"]
+    related = {"tag": {"jar"}, "jar": {"tag", "shelf"}, "shelf": {"jar"}}
+    verdict = wording_gate(doc, nodes, "text", facts, "What does the tag on this jar say?", 'The tag reads "FIGS".',
+                           related)  # fmt: skip
     assert verdict is not None and verdict.verdict == "filtered_unnatural" and "this jar" in verdict.reason
-    assert wording_gate(None, ["tag", "jar"], "text", facts, "What does the tag in this picture say?",
-                        'The tag reads "FIGS".') is None  # fmt: skip
+    asked = "What does the tag on the middle jar say?"
+    assert wording_gate(doc, nodes, "text", facts, asked, 'The tag reads "FIGS".', related) is None

@@ -1921,7 +1921,6 @@ def wording_gate(
         disagreeing_wording(facts, question)
         or unasked_place(kind, facts, question)
         or unanswered_type(kind, facts, question)
-        or pointed_name(question)
     )
     if why:
         return GateVerdict("unnatural", why)
@@ -1947,7 +1946,9 @@ def wording_gate(
         why = why or canned_name(caption_doc, name, f"{question} {answer}")
     if why:
         return GateVerdict("untrusted", why)
-    why = foreign_noun(caption_doc, question, _THINGS_ASKED if kind == "which" else frozenset())
+    why = foreign_noun(caption_doc, question, _THINGS_ASKED if kind == "which" else frozenset()) or pointed_name(
+        question
+    )
     if why:
         return GateVerdict("unnatural", why)
     return None
