@@ -1728,7 +1728,8 @@ def clarity_as_colour(doc: Any, fact: SceneTuple) -> str | None:
 
 # Looks of a surface: the grain or pattern a material shows, not a thing made of it ("oak grain
 # running along the seat": "What is the grain made of?"; the sample: 1 kept pair, flawed twice).
-_SURFACE_LOOKS = {"grain", "pattern", "texture", "finish", "sheen", "marbling", "veining", "weave"}
+# (A sheen is light on a surface: `_LIGHT_EFFECTS` drops its targets before this is asked.)
+_SURFACE_LOOKS = {"grain", "pattern", "texture", "finish", "marbling", "veining", "weave"}
 
 
 def look_material(fact: SceneTuple) -> str | None:
@@ -1946,9 +1947,8 @@ def wording_gate(
         why = why or canned_name(caption_doc, name, f"{question} {answer}")
     if why:
         return GateVerdict("untrusted", why)
-    why = foreign_noun(caption_doc, question, _THINGS_ASKED if kind == "which" else frozenset()) or pointed_name(
-        question
-    )
+    why = foreign_noun(caption_doc, question, _THINGS_ASKED if kind == "which" else frozenset())
+    why = why or pointed_name(question)
     if why:
         return GateVerdict("unnatural", why)
     return None
